@@ -1,0 +1,68 @@
+"""Every span attribute key agentscope reads or writes, defined once.
+
+OpenTelemetry GenAI, HTTP and DB semantic-convention names are used where they
+exist; everything else lives under ``agentscope.*``.  ``docs/attributes.md``
+lists the same keys with their units; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+# --- agentscope's own keys -------------------------------------------------
+KIND = "agentscope.kind"
+"""The agentscope span kind: task, agent, llm, tool, db, http, step, queue, backoff."""
+TASK_NAME = "agentscope.task.name"
+TASK_ACCEPTED = "agentscope.task.accepted"
+CPU_NS = "agentscope.cpu_ns"
+"""CPU time (ns) used by the span's code and its children while it was open (inclusive)."""
+THREAD_ID = "agentscope.thread.id"
+"""Native id of the thread that ran the span's code; own CPU subtracts same-thread children."""
+ATTEMPT = "agentscope.attempt"
+"""Attempt number of a retried operation, 1 for the first try."""
+BACKOFF_PLANNED_S = "agentscope.backoff.planned_s"
+QUEUE_NAME = "agentscope.queue.name"
+STEP_NAME = "agentscope.step.name"
+STREAMED = "agentscope.llm.streamed"
+STREAM_CHUNKS = "agentscope.llm.stream.chunks"
+STREAM_WAIT_NS = "agentscope.llm.stream.wait_ns"
+"""Time (ns) spent waiting inside the stream's iterator; the rest of a stream is the caller's."""
+SERVER_QUEUE_MS = "agentscope.llm.server.queue_ms"
+SERVER_PREFILL_MS = "agentscope.llm.server.prefill_ms"
+SERVER_DECODE_MS = "agentscope.llm.server.decode_ms"
+SERVER_TOTAL_MS = "agentscope.llm.server.total_ms"
+INPUT = "agentscope.input"
+"""The decorated function's arguments (repr), only with content capture on."""
+OUTPUT = "agentscope.output"
+"""The decorated function's return value (repr), only with content capture on."""
+
+# --- OpenTelemetry GenAI conventions ---------------------------------------
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHED_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_RESPONSE_TTFC = "gen_ai.response.time_to_first_chunk"
+"""Seconds from the request to the first content or tool-call chunk."""
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+
+# --- OpenTelemetry HTTP and DB conventions ---------------------------------
+HTTP_REQUEST_METHOD = "http.request.method"
+HTTP_RESPONSE_STATUS_CODE = "http.response.status_code"
+HTTP_RESEND_COUNT = "http.request.resend_count"
+SERVER_ADDRESS = "server.address"
+DB_SYSTEM_NAME = "db.system.name"
+DB_OPERATION_NAME = "db.operation.name"
+DB_QUERY_TEXT = "db.query.text"
+
+# --- resource and error ----------------------------------------------------
+SERVICE_NAME = "service.name"
+ERROR_TYPE = "error.type"
+
+OPERATION_CHAT = "chat"
+OPERATION_EXECUTE_TOOL = "execute_tool"
+OPERATION_INVOKE_AGENT = "invoke_agent"
+
+SENSITIVE_KEY_PARTS = ("authorization", "api_key", "api-key", "apikey", "password", "secret", "cookie")
+"""Attribute keys containing any of these are never stored, whatever produced the span."""

@@ -1,0 +1,255 @@
+"""One open span and everything agentscope tracks while it is open.
+
+A :class:`Recording` wraps an OpenTelemetry span with the bookkeeping the
+analyzer needs: the thread that ran it, the CPU it used, whether its task was
+accepted, and the LLM call handle.  Every method is guarded: a failure inside
+is reported through :mod:`agentscope.sdk._safety` and never reaches user code.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import reprlib
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
+
+from agentscope import attributes as A
+from agentscope.sdk._safety import report
+from agentscope.sdk.clock import now_ns
+from agentscope.sdk.state import STATE
+
+_thread_time_ns = time.thread_time_ns
+_native_id = threading.get_native_id
+
+_CURRENT_TASK: contextvars.ContextVar[TaskState | None] = contextvars.ContextVar(
+    "agentscope_task", default=None
+)
+_CURRENT_LLM: contextvars.ContextVar[LLMCall | None] = contextvars.ContextVar("agentscope_llm", default=None)
+
+_content_repr = reprlib.Repr()
+_content_repr.maxstring = 2048
+_content_repr.maxother = 2048
+
+ATTRIBUTE_TYPES = (str, bool, int, float)
+
+
+def coerce_attribute(value: Any) -> Any:
+    """An OTel-valid attribute value: primitives and homogeneous lists pass, the rest is str()."""
+    if isinstance(value, ATTRIBUTE_TYPES):
+        return value
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+        return list(value)
+    return str(value)
+
+
+def content(value: Any) -> str:
+    """A bounded repr of user content, recorded only when content capture is on."""
+    return _content_repr.repr(value)
+
+
+class TaskState:
+    """Whether the task currently running will be reported as accepted."""
+
+    __slots__ = ("accepted",)
+
+    def __init__(self) -> None:
+        self.accepted: bool | None = None
+
+
+class LLMCall:
+    """The LLM call in progress: mark its first token, record usage and server timings.
+
+    Returned by :func:`agentscope.current_llm`.  Outside an LLM call every method
+    does nothing, so library code can call it unconditionally.
+    """
+
+    __slots__ = ("_span", "_start_ns", "first_token_ns")
+
+    def __init__(self, span: trace.Span | None, start_ns: int = 0) -> None:
+        self._span = span
+        self._start_ns = start_ns
+        self.first_token_ns: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """True inside a real LLM call, False for the do-nothing handle."""
+        return self._span is not None
+
+    def first_token(self) -> None:
+        """Mark that the first content or tool-call token arrived now (only the first mark counts)."""
+        if self._span is None or self.first_token_ns is not None:
+            return
+        try:
+            self.first_token_ns = now_ns()
+            self._span.set_attribute(A.GEN_AI_RESPONSE_TTFC, (self.first_token_ns - self._start_ns) / 1e9)
+        except Exception as exc:
+            report("LLMCall.first_token", exc)
+
+    def usage(
+        self,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cached_tokens: int | None = None,
+    ) -> None:
+        """Record token usage as reported by the provider."""
+        self._set(
+            {
+                A.GEN_AI_USAGE_INPUT_TOKENS: input_tokens,
+                A.GEN_AI_USAGE_OUTPUT_TOKENS: output_tokens,
+                A.GEN_AI_USAGE_CACHED_INPUT_TOKENS: cached_tokens,
+            }
+        )
+
+    def server_timing(
+        self,
+        queue_ms: float | None = None,
+        prefill_ms: float | None = None,
+        decode_ms: float | None = None,
+        total_ms: float | None = None,
+    ) -> None:
+        """Record the provider's own timings of this call, in milliseconds; give what it returned."""
+        self._set(
+            {
+                A.SERVER_QUEUE_MS: queue_ms,
+                A.SERVER_PREFILL_MS: prefill_ms,
+                A.SERVER_DECODE_MS: decode_ms,
+                A.SERVER_TOTAL_MS: total_ms,
+            }
+        )
+
+    def set_attributes(self, values: Mapping[str, Any]) -> None:
+        """Record further attributes on the call's span (e.g. ``gen_ai.response.model``)."""
+        self._set(values)
+
+    def _set(self, values: Mapping[str, Any]) -> None:
+        if self._span is None:
+            return
+        try:
+            self._span.set_attributes(
+                {key: coerce_attribute(value) for key, value in values.items() if value is not None}
+            )
+        except Exception as exc:
+            report("LLMCall attributes", exc)
+
+
+NO_CALL = LLMCall(None)
+
+
+class Recording:
+    """An open agentscope span; created by :func:`start`, closed by :meth:`finish`."""
+
+    __slots__ = ("_tokens", "cpu0", "kind", "llm", "span", "task")
+
+    def __init__(self, span: trace.Span, kind: str) -> None:
+        self.span = span
+        self.kind = kind
+        self.cpu0 = 0
+        self._tokens: list[Any] = []
+        self.task: TaskState | None = TaskState() if kind == "task" else None
+        self.llm: LLMCall | None = LLMCall(span, span.start_time) if kind == "llm" else None
+
+    def enter(self) -> None:
+        """Make this span current in the running context (until :meth:`exit`)."""
+        try:
+            tokens = self._tokens
+            tokens.append(otel_context.attach(trace.set_span_in_context(self.span)))
+            if self.task is not None:
+                tokens.append(_CURRENT_TASK.set(self.task))
+            if self.llm is not None:
+                tokens.append(_CURRENT_LLM.set(self.llm))
+        except Exception as exc:
+            report("entering a span", exc)
+
+    def exit(self) -> None:
+        """Undo the last :meth:`enter`."""
+        try:
+            tokens = self._tokens
+            if self.llm is not None:
+                _CURRENT_LLM.reset(tokens.pop())
+            if self.task is not None:
+                _CURRENT_TASK.reset(tokens.pop())
+            otel_context.detach(tokens.pop())
+        except Exception as exc:
+            report("leaving a span", exc)
+
+    def finish(
+        self, error: BaseException | None, cpu_ns: int, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        """Record the outcome and CPU time and end the span."""
+        try:
+            span = self.span
+            span.set_attribute(A.CPU_NS, cpu_ns)
+            if extra:
+                span.set_attributes(extra)
+            if error is not None:
+                span.record_exception(error)
+                span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
+                span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            if self.task is not None:
+                accepted = self.task.accepted
+                span.set_attribute(A.TASK_ACCEPTED, error is None if accepted is None else accepted)
+            span.end(end_time=now_ns())
+        except Exception as exc:
+            report("ending a span", exc)
+
+
+class _NullRecording(Recording):
+    """Stands in for a span when tracing is off, so generator wrappers need one code path."""
+
+    def __init__(self) -> None:
+        self.kind = ""
+        self.task = None
+        self.llm = None
+
+    def enter(self) -> None:
+        pass
+
+    def exit(self) -> None:
+        pass
+
+    def finish(
+        self, error: BaseException | None, cpu_ns: int, extra: Mapping[str, Any] | None = None
+    ) -> None:
+        pass
+
+
+NULL_RECORDING = _NullRecording()
+
+
+def start(name: str, kind: str, attributes: Mapping[str, Any]) -> Recording | None:
+    """Start a span of agentscope ``kind``; None when tracing is off or starting failed."""
+    try:
+        attrs = dict(attributes)
+        attrs[A.KIND] = kind
+        attrs[A.THREAD_ID] = _native_id()
+        span = STATE.tracer.start_span(name, attributes=attrs, start_time=now_ns())
+        if not span.is_recording():
+            return None
+        return Recording(span, kind)
+    except Exception as exc:
+        report("starting a span", exc)
+        return None
+
+
+def current_task() -> TaskState | None:
+    return _CURRENT_TASK.get()
+
+
+def current_llm() -> LLMCall:
+    """The LLM call in progress in this context, or a handle that does nothing."""
+    return _CURRENT_LLM.get() or NO_CALL
+
+
+def accept(accepted: bool = True) -> None:
+    """Mark the current task accepted or rejected (default: accepted unless it raised)."""
+    task = _CURRENT_TASK.get()
+    if task is not None:
+        task.accepted = bool(accepted)

@@ -1,0 +1,120 @@
+"""``ags.init`` and ``ags.shutdown``: decide where spans go.
+
+``init`` works with or without an application-configured tracer provider: if
+the application already installed an OpenTelemetry SDK ``TracerProvider``,
+agentscope adds its processors to it; otherwise it installs one.  Calling
+``init`` again replaces agentscope's exporters (flushing the old ones) and
+leaves the application's own processors alone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+from agentscope import __version__
+from agentscope import attributes as A
+from agentscope.sdk._safety import report
+from agentscope.sdk.instrumentation import instrument as instrument_libraries
+from agentscope.sdk.otlp_json import JsonLinesSpanExporter
+from agentscope.sdk.state import STATE, TRACER_NAME, Router
+from agentscope.store.exporter import StoreSpanExporter
+from agentscope.store.store import DEFAULT_STORE, default_store_path
+
+STORE_QUEUE_SIZE = 32_768
+STORE_BATCH_SIZE = 2_048
+
+
+def _provider(service_name: str | None) -> TracerProvider:
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider):
+        return current
+    provider = TracerProvider(resource=Resource.create({A.SERVICE_NAME: service_name or "agentscope"}))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def _otlp_exporter(endpoint: str) -> SpanExporter:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    if not endpoint.rstrip("/").endswith("/v1/traces"):
+        endpoint = endpoint.rstrip("/") + "/v1/traces"
+    return OTLPSpanExporter(endpoint=endpoint)
+
+
+def init(
+    service_name: str | None = None,
+    store: str | os.PathLike[str] | None = DEFAULT_STORE,
+    otlp_endpoint: str | None = None,
+    jsonl_path: str | os.PathLike[str] | None = None,
+    capture_content: bool = False,
+    instrument: bool = True,
+    *,
+    span_processors: Sequence[SpanProcessor] = (),
+) -> None:
+    """Start sending agentscope spans to a DuckDB store, an OTLP endpoint and/or a JSONL file.
+
+    ``store=None`` keeps no local store; the default store path can be changed
+    with ``$AGENTSCOPE_STORE``.  ``capture_content`` records function arguments,
+    results and query text (off by default; credentials are never recorded).
+    ``instrument`` switches on every installed integration.  ``span_processors``
+    adds processors of your own behind agentscope's router.
+    """
+    try:
+        provider = _provider(service_name)
+        if STATE.router is None:
+            STATE.router = Router()
+            provider.add_span_processor(STATE.router)
+            atexit.register(shutdown)
+        processors: list[SpanProcessor] = []
+        if store is not None:
+            path = default_store_path() if str(store) == DEFAULT_STORE else Path(store)
+            processors.append(
+                BatchSpanProcessor(
+                    StoreSpanExporter(path),
+                    max_queue_size=STORE_QUEUE_SIZE,
+                    max_export_batch_size=STORE_BATCH_SIZE,
+                    schedule_delay_millis=1000,
+                )
+            )
+        if otlp_endpoint:
+            processors.append(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
+        if jsonl_path is not None:
+            processors.append(BatchSpanProcessor(JsonLinesSpanExporter(jsonl_path)))
+        processors.extend(span_processors)
+        for old in STATE.router.replace(processors):
+            old.shutdown()
+        STATE.tracer = provider.get_tracer(TRACER_NAME, __version__)
+        STATE.capture_content = bool(capture_content)
+        STATE.initialized = True
+    except Exception as exc:
+        report("agentscope.init", exc)
+        return
+    if instrument:
+        instrument_libraries()
+
+
+def flush(timeout_millis: int = 30_000) -> bool:
+    """Export every finished span now; True when all exporters succeeded."""
+    try:
+        return STATE.router is None or STATE.router.force_flush(timeout_millis)
+    except Exception as exc:
+        report("agentscope.flush", exc)
+        return False
+
+
+def shutdown() -> None:
+    """Flush and close agentscope's exporters; spans are no longer exported until ``init``."""
+    try:
+        if STATE.router is not None:
+            STATE.router.shutdown()
+        STATE.initialized = False
+    except Exception as exc:
+        report("agentscope.shutdown", exc)

@@ -1,0 +1,56 @@
+"""Process-wide SDK state: the tracer the decorators use and where spans go.
+
+agentscope adds one span processor of its own, a :class:`Router`, to the tracer
+provider.  ``init`` and ``shutdown`` swap the processors behind the router, so a
+second ``init`` reconfigures agentscope without touching the application's own
+processors, and without the provider having to support removing a processor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+TRACER_NAME = "agentscope"
+
+
+class Router(SpanProcessor):
+    """Forwards span events to agentscope's current processors."""
+
+    def __init__(self) -> None:
+        self.targets: tuple[SpanProcessor, ...] = ()
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for target in self.targets:
+            target.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for target in self.targets:
+            target.on_end(span)
+
+    def replace(self, targets: Sequence[SpanProcessor]) -> tuple[SpanProcessor, ...]:
+        """Install ``targets`` and return the processors they replace."""
+        old, self.targets = self.targets, tuple(targets)
+        return old
+
+    def shutdown(self) -> None:
+        for target in self.replace(()):
+            target.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all(target.force_flush(timeout_millis) for target in self.targets)
+
+
+@dataclass
+class SDKState:
+    tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer(TRACER_NAME))
+    capture_content: bool = False
+    router: Router | None = None
+    initialized: bool = False
+
+
+STATE = SDKState()

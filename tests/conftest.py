@@ -1,0 +1,41 @@
+"""Shared fixtures: every test sees agentscope's spans in memory, and internal errors raise."""
+
+from __future__ import annotations
+
+import os
+
+os.environ["AGENTSCOPE_STRICT"] = "1"
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import agentscope as ags
+
+
+class Captured:
+    """The spans agentscope finished during a test."""
+
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+
+    @property
+    def spans(self) -> list[ReadableSpan]:
+        return list(self.exporter.get_finished_spans())
+
+    def one(self, name: str) -> ReadableSpan:
+        found = [s for s in self.spans if s.name == name]
+        assert len(found) == 1, f"expected one span {name!r}, got {[s.name for s in self.spans]}"
+        return found[0]
+
+    def names(self) -> list[str]:
+        return [s.name for s in self.spans]
+
+
+@pytest.fixture
+def captured() -> Captured:
+    capture = Captured()
+    ags.init(store=None, instrument=False, span_processors=[SimpleSpanProcessor(capture.exporter)])
+    yield capture
+    ags.shutdown()

@@ -1,0 +1,304 @@
+"""The decorators and context managers of the SDK: every kind, every function shape."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import inspect
+import time
+
+import pytest
+from opentelemetry.trace import StatusCode
+
+import agentscope as ags
+from agentscope import attributes as A
+
+
+def test_bare_and_named_decorators_make_spans_of_their_kind(captured):
+    @ags.task
+    def resolve_ticket():
+        return search("refund") + plan()
+
+    @ags.tool("search_kb")
+    def search(query):
+        return [query]
+
+    @ags.step
+    def plan():
+        return ["plan"]
+
+    assert resolve_ticket() == ["refund", "plan"]
+    task = captured.one("resolve_ticket")
+    tool = captured.one("execute_tool search_kb")
+    step = captured.one("plan")
+    assert task.attributes[A.KIND] == "task"
+    assert task.attributes[A.TASK_NAME] == "resolve_ticket"
+    assert task.attributes[A.TASK_ACCEPTED] is True
+    assert tool.attributes[A.KIND] == "tool"
+    assert tool.attributes[A.GEN_AI_OPERATION_NAME] == "execute_tool"
+    assert tool.attributes[A.GEN_AI_TOOL_NAME] == "search_kb"
+    assert step.attributes[A.KIND] == "step"
+    assert tool.parent.span_id == task.context.span_id
+    assert step.parent.span_id == task.context.span_id
+
+
+def test_agent_llm_and_db_carry_genai_and_db_attributes(captured):
+    @ags.agent("support")
+    def run():
+        chat("hi")
+        fetch(1)
+
+    @ags.llm(model="gpt-oss-120b", provider="groq")
+    def chat(prompt):
+        call = ags.current_llm()
+        assert call.active
+        call.usage(input_tokens=120, output_tokens=40, cached_tokens=100)
+        call.server_timing(queue_ms=5.0, prefill_ms=20.0, decode_ms=300.0, total_ms=325.0)
+        return "answer"
+
+    @ags.db(system="postgresql", operation="SELECT")
+    def fetch(customer_id):
+        return {"id": customer_id}
+
+    run()
+    agent = captured.one("invoke_agent support")
+    llm = captured.one("chat gpt-oss-120b")
+    db = captured.one("SELECT postgresql")
+    assert agent.attributes[A.GEN_AI_OPERATION_NAME] == "invoke_agent"
+    assert agent.attributes[A.GEN_AI_AGENT_NAME] == "support"
+    assert llm.attributes[A.GEN_AI_PROVIDER_NAME] == "groq"
+    assert llm.attributes[A.GEN_AI_REQUEST_MODEL] == "gpt-oss-120b"
+    assert llm.attributes[A.GEN_AI_USAGE_INPUT_TOKENS] == 120
+    assert llm.attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 40
+    assert llm.attributes[A.GEN_AI_USAGE_CACHED_INPUT_TOKENS] == 100
+    assert llm.attributes[A.SERVER_QUEUE_MS] == 5.0
+    assert llm.attributes[A.SERVER_DECODE_MS] == 300.0
+    assert db.attributes[A.DB_SYSTEM_NAME] == "postgresql"
+    assert db.attributes[A.DB_OPERATION_NAME] == "SELECT"
+    assert A.DB_QUERY_TEXT not in db.attributes
+
+
+def test_current_llm_outside_a_call_does_nothing(captured):
+    call = ags.current_llm()
+    assert not call.active
+    call.first_token()
+    call.usage(input_tokens=1)
+    assert captured.spans == []
+
+
+def test_async_functions_keep_their_nature_and_nest(captured):
+    @ags.task
+    async def outer():
+        return await inner(2)
+
+    @ags.tool
+    async def inner(x):
+        await asyncio.sleep(0.01)
+        return x * 3
+
+    assert inspect.iscoroutinefunction(outer)
+    assert asyncio.run(outer()) == 6
+    inner_span = captured.one("execute_tool inner")
+    assert inner_span.parent.span_id == captured.one("outer").context.span_id
+    assert inner_span.end_time - inner_span.start_time >= 10_000_000
+
+
+def test_methods_staticmethods_and_classmethods(captured):
+    class Agent:
+        factor = 10
+
+        @ags.tool
+        def method(self, x):
+            return x + 1
+
+        @ags.tool
+        @staticmethod
+        def static(x):
+            return x * 2
+
+        @ags.tool
+        @classmethod
+        def klass(cls, x):
+            return x * cls.factor
+
+        @staticmethod
+        @ags.step
+        def static_outer(x):
+            return -x
+
+    agent = Agent()
+    assert agent.method(1) == 2
+    assert Agent.static(3) == 6
+    assert agent.static(3) == 6
+    assert Agent.klass(2) == 20
+    assert Agent.static_outer(4) == -4
+    assert captured.names() == [
+        "execute_tool method",
+        "execute_tool static",
+        "execute_tool static",
+        "execute_tool klass",
+        "static_outer",
+    ]
+
+
+def test_generator_span_lasts_until_iteration_ends(captured):
+    @ags.llm(model="m")
+    def stream():
+        for token in ["a", "b", "c"]:
+            time.sleep(0.005)
+            yield token
+
+    gen = stream()
+    assert inspect.isgenerator(gen)
+    assert captured.spans == []
+    assert next(gen) == "a"
+    assert captured.spans == []
+    assert list(gen) == ["b", "c"]
+    span = captured.one("chat m")
+    assert span.end_time - span.start_time >= 15_000_000
+    assert span.attributes[A.STREAMED] is True
+    assert span.attributes[A.STREAM_CHUNKS] == 3
+    assert 0.004 < span.attributes[A.GEN_AI_RESPONSE_TTFC] < span.end_time - span.start_time
+    assert span.attributes[A.STREAM_WAIT_NS] >= 15_000_000
+
+
+def test_stream_wait_excludes_the_callers_time_between_chunks(captured):
+    @ags.llm(model="m")
+    def stream():
+        yield from range(3)
+
+    for _ in stream():
+        time.sleep(0.02)
+    span = captured.one("chat m")
+    assert span.end_time - span.start_time >= 40_000_000
+    assert span.attributes[A.STREAM_WAIT_NS] < 10_000_000
+
+
+def test_generator_closed_early_or_collected_ends_its_span_once(captured):
+    @ags.step
+    def numbers():
+        yield from range(100)
+
+    gen = numbers()
+    next(gen)
+    gen.close()
+    assert len(captured.spans) == 1
+
+    gen = numbers()
+    next(gen)
+    del gen
+    gc.collect()
+    assert len(captured.spans) == 2
+    assert all(s.status.status_code is StatusCode.UNSET for s in captured.spans)
+
+
+def test_generator_send_throw_and_return_value_pass_through(captured):
+    @ags.step
+    def echo():
+        received = []
+        try:
+            while True:
+                received.append((yield len(received)))
+        except KeyError:
+            return received
+
+    gen = echo()
+    assert next(gen) == 0
+    assert gen.send("x") == 1
+    with pytest.raises(StopIteration) as stop:
+        gen.throw(KeyError("done"))
+    assert stop.value.value == ["x"]
+    assert captured.one("echo").status.status_code is StatusCode.UNSET
+
+
+def test_async_generator_span_and_asend(captured):
+    @ags.llm(model="m")
+    async def stream():
+        got = yield "first"
+        yield f"got {got}"
+
+    async def consume():
+        agen = stream()
+        first = await agen.__anext__()
+        second = await agen.asend("ping")
+        with pytest.raises(StopAsyncIteration):
+            await agen.__anext__()
+        return first, second
+
+    assert inspect.isasyncgenfunction(stream)
+    assert asyncio.run(consume()) == ("first", "got ping")
+    span = captured.one("chat m")
+    assert span.attributes[A.STREAM_CHUNKS] == 2
+
+
+def test_async_generator_closed_early(captured):
+    @ags.step
+    async def ticks():
+        for i in range(100):
+            await asyncio.sleep(0)
+            yield i
+
+    async def consume():
+        async for i in ticks():
+            if i == 2:
+                break
+
+    asyncio.run(consume())
+    assert len(captured.spans) == 1
+
+
+def test_context_managers_span_queue_backoff(captured):
+    with ags.span("plan", kind="step", **{"plan.size": 3}) as s:
+        s.set_attribute("plan.ok", True)
+        with ags.queue("rate_limiter"):
+            time.sleep(0.002)
+        with ags.backoff(0.5, attempt=2):
+            pass
+    plan = captured.one("plan")
+    queue = captured.one("queue rate_limiter")
+    backoff = captured.one("backoff")
+    assert plan.attributes["plan.size"] == 3 and plan.attributes["plan.ok"] is True
+    assert queue.attributes[A.KIND] == "queue" and queue.attributes[A.QUEUE_NAME] == "rate_limiter"
+    assert backoff.attributes[A.KIND] == "backoff"
+    assert backoff.attributes[A.BACKOFF_PLANNED_S] == 0.5 and backoff.attributes[A.ATTEMPT] == 2
+    assert queue.parent.span_id == plan.context.span_id
+
+
+def test_async_with_span(captured):
+    async def main():
+        async with ags.span("wait", kind="queue"):
+            await asyncio.sleep(0.001)
+
+    asyncio.run(main())
+    assert captured.one("wait").attributes[A.KIND] == "queue"
+
+
+def test_accept_marks_the_task_and_errors_reject_it(captured):
+    @ags.task
+    def rejected():
+        ags.accept(False)
+
+    @ags.task
+    def failing():
+        raise ValueError("boom")
+
+    rejected()
+    with pytest.raises(ValueError):
+        failing()
+    assert captured.one("rejected").attributes[A.TASK_ACCEPTED] is False
+    assert captured.one("failing").attributes[A.TASK_ACCEPTED] is False
+
+
+def test_span_times_are_monotonic_and_nested(captured):
+    @ags.task
+    def outer():
+        inner()
+
+    @ags.step
+    def inner():
+        time.sleep(0.003)
+
+    outer()
+    o, i = captured.one("outer"), captured.one("inner")
+    assert o.start_time <= i.start_time < i.end_time <= o.end_time
+    assert abs(o.start_time - time.time_ns()) < 60e9
