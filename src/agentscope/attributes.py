@@ -66,3 +66,9 @@ OPERATION_INVOKE_AGENT = "invoke_agent"
 
 SENSITIVE_KEY_PARTS = ("authorization", "api_key", "api-key", "apikey", "password", "secret", "cookie")
 """Attribute keys containing any of these are never stored, whatever produced the span."""
+
+
+def is_sensitive(key: str) -> bool:
+    """True for attribute keys that may carry credentials; those are never stored."""
+    lowered = key.lower()
+    return any(part in lowered for part in SENSITIVE_KEY_PARTS)

@@ -18,7 +18,7 @@ import wrapt
 
 from agentscope import attributes as A
 from agentscope.classify import KINDS
-from agentscope.sdk.recording import Recording, coerce_attribute, start
+from agentscope.sdk.recording import Recording, clean_attributes, start
 from agentscope.sdk.wrappers import Spec, call, call_async, call_async_generator, call_generator
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -144,7 +144,7 @@ class span:
     def __init__(self, name: str, kind: str = "step", **attributes: Any) -> None:
         self._name = name
         self._kind = kind if kind in KINDS else "step"
-        self._attributes = {key: coerce_attribute(v) for key, v in attributes.items()}
+        self._attributes = clean_attributes(attributes)
         self._rec: Recording | None = None
         self._cpu0 = 0
 
@@ -171,7 +171,7 @@ class span:
     def set_attribute(self, key: str, value: Any) -> None:
         """Add an attribute to the open span (ignored when tracing is off)."""
         if self._rec is not None:
-            self._rec.span.set_attribute(key, coerce_attribute(value))
+            self._rec.span.set_attributes(clean_attributes({key: value}))
 
 
 def queue(name: str, **attributes: Any) -> span:

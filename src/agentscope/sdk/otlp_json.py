@@ -16,6 +16,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from agentscope.attributes import is_sensitive
 from agentscope.sdk._safety import report
 
 
@@ -33,7 +34,10 @@ def any_value(value: Any) -> dict[str, Any]:
 
 
 def key_values(attributes: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": key, "value": any_value(value)} for key, value in attributes.items()]
+    """OTLP JSON ``KeyValue`` list; keys that may carry credentials are left out."""
+    return [
+        {"key": key, "value": any_value(value)} for key, value in attributes.items() if not is_sensitive(key)
+    ]
 
 
 def _span_json(span: ReadableSpan) -> dict[str, Any]:

@@ -40,14 +40,29 @@ ATTRIBUTE_TYPES = (str, bool, int, float)
 
 
 def coerce_attribute(value: Any) -> Any:
-    """An OTel-valid attribute value: primitives and homogeneous lists pass, the rest is str()."""
+    """An OTel-valid attribute value: primitives and homogeneous lists pass, the rest is str().
+
+    Never raises: a value whose ``str`` fails is recorded as its type name.
+    """
     if isinstance(value, ATTRIBUTE_TYPES):
         return value
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return list(value)
     if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
         return list(value)
-    return str(value)
+    try:
+        return str(value)
+    except Exception:
+        return f"<unprintable {type(value).__qualname__}>"
+
+
+def clean_attributes(values: Mapping[str, Any]) -> dict[str, Any]:
+    """User-supplied attributes made valid, with None values and credential-like keys dropped."""
+    return {
+        str(key): coerce_attribute(value)
+        for key, value in values.items()
+        if value is not None and not A.is_sensitive(str(key))
+    }
 
 
 def content(value: Any) -> str:
@@ -133,9 +148,7 @@ class LLMCall:
         if self._span is None:
             return
         try:
-            self._span.set_attributes(
-                {key: coerce_attribute(value) for key, value in values.items() if value is not None}
-            )
+            self._span.set_attributes(clean_attributes(values))
         except Exception as exc:
             report("LLMCall attributes", exc)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from agentscope import __version__
@@ -30,6 +30,26 @@ from agentscope.store.store import DEFAULT_STORE, default_store_path
 
 STORE_QUEUE_SIZE = 32_768
 STORE_BATCH_SIZE = 2_048
+
+
+class ReportingBatchSpanProcessor(BatchSpanProcessor):
+    """A BatchSpanProcessor that says so through the ``agentscope`` logger when it drops spans.
+
+    The SDK's processor drops spans silently (to its own logger) once its queue is
+    full; the queue's fill level is read from the SDK's internals when available.
+    """
+
+    def on_end(self, span: ReadableSpan) -> None:
+        batch = getattr(self, "_batch_processor", None)
+        queue = getattr(batch, "_queue", None)
+        limit = getattr(batch, "_max_queue_size", None)
+        if queue is not None and limit is not None and len(queue) >= limit:
+            report(
+                "queueing spans for export",
+                BufferError("the export queue is full; spans are dropped"),
+                internal=False,
+            )
+        super().on_end(span)
 
 
 def _provider(service_name: str | None) -> TracerProvider:
@@ -77,7 +97,7 @@ def init(
         if store is not None:
             path = default_store_path() if str(store) == DEFAULT_STORE else Path(store)
             processors.append(
-                BatchSpanProcessor(
+                ReportingBatchSpanProcessor(
                     StoreSpanExporter(path),
                     max_queue_size=STORE_QUEUE_SIZE,
                     max_export_batch_size=STORE_BATCH_SIZE,
@@ -85,9 +105,9 @@ def init(
                 )
             )
         if otlp_endpoint:
-            processors.append(BatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
+            processors.append(ReportingBatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
         if jsonl_path is not None:
-            processors.append(BatchSpanProcessor(JsonLinesSpanExporter(jsonl_path)))
+            processors.append(ReportingBatchSpanProcessor(JsonLinesSpanExporter(jsonl_path)))
         processors.extend(span_processors)
         for old in STATE.router.replace(processors):
             old.shutdown()
@@ -102,7 +122,7 @@ def init(
 
 
 def flush(timeout_millis: int = 30_000) -> bool:
-    """Export every finished span now; True when all exporters succeeded."""
+    """Hand every finished span to its exporter now; False if that did not finish in time."""
     try:
         return STATE.router is None or STATE.router.force_flush(timeout_millis)
     except Exception as exc:

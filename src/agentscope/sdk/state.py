@@ -15,6 +15,8 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from agentscope.sdk._safety import report
+
 TRACER_NAME = "agentscope"
 
 
@@ -26,11 +28,17 @@ class Router(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         for target in self.targets:
-            target.on_start(span, parent_context=parent_context)
+            try:
+                target.on_start(span, parent_context=parent_context)
+            except Exception as exc:
+                report(f"span processor {type(target).__name__}.on_start", exc, internal=False)
 
     def on_end(self, span: ReadableSpan) -> None:
         for target in self.targets:
-            target.on_end(span)
+            try:
+                target.on_end(span)
+            except Exception as exc:
+                report(f"span processor {type(target).__name__}.on_end", exc, internal=False)
 
     def replace(self, targets: Sequence[SpanProcessor]) -> tuple[SpanProcessor, ...]:
         """Install ``targets`` and return the processors they replace."""

@@ -29,12 +29,6 @@ from agentscope.store.store import Store, StoreError
 SPAN_KIND_NAMES = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 
 
-def is_sensitive(key: str) -> bool:
-    """True for attribute keys that may carry credentials; those are never stored."""
-    lowered = key.lower()
-    return any(part in lowered for part in A.SENSITIVE_KEY_PARTS)
-
-
 def _json_value(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
@@ -42,7 +36,7 @@ def _json_value(value: Any) -> Any:
 def attributes_json(attributes: Mapping[str, Any]) -> str:
     """The JSON text stored for a span's attributes, credentials removed."""
     return json.dumps(
-        {key: _json_value(value) for key, value in attributes.items() if not is_sensitive(key)},
+        {key: _json_value(value) for key, value in attributes.items() if not A.is_sensitive(key)},
         default=str,
         separators=(",", ":"),
     )

@@ -1,0 +1,210 @@
+"""ags.init with and without an application tracer provider, and each exporter's output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+import typing
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import duckdb
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+import agentscope as ags
+from agentscope.store import SCHEMA_VERSION, Store
+from agentscope.store.schema import COLUMN_NAMES, rows_to_table
+
+
+def run_python(code: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_init_installs_a_provider_when_the_app_has_none(tmp_path):
+    out = run_python(
+        f"""
+        import duckdb, agentscope as ags
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        ags.init(service_name="svc-a", store={str(tmp_path / "a.duckdb")!r})
+        provider = trace.get_tracer_provider()
+        assert isinstance(provider, TracerProvider)
+
+        @ags.tool
+        def work():
+            return 1
+
+        work()
+        ags.shutdown()
+        print(duckdb.connect({str(tmp_path / "a.duckdb")!r}).execute(
+            "select name, kind, service from spans").fetchall())
+        """
+    )
+    assert "[('execute_tool work', 'tool', 'svc-a')]" in out
+
+
+def test_init_joins_the_apps_own_provider_without_replacing_it(tmp_path):
+    out = run_python(
+        f"""
+        import duckdb, agentscope as ags
+        from opentelemetry import trace
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        app_exporter = InMemorySpanExporter()
+        provider = TracerProvider(resource=Resource.create({{"service.name": "app-svc"}}))
+        provider.add_span_processor(SimpleSpanProcessor(app_exporter))
+        trace.set_tracer_provider(provider)
+
+        ags.init(service_name="ignored", store={str(tmp_path / "b.duckdb")!r})
+        assert trace.get_tracer_provider() is provider
+
+        app_tracer = trace.get_tracer("app")
+
+        @ags.task
+        def job():
+            with app_tracer.start_as_current_span("app-span"):
+                pass
+
+        job()
+        ags.shutdown()
+        print(sorted(s.name for s in app_exporter.get_finished_spans()))
+        print(duckdb.connect({str(tmp_path / "b.duckdb")!r}).execute(
+            "select name, service from spans order by name").fetchall())
+        """
+    )
+    assert "['app-span', 'job']" in out
+    assert "[('app-span', 'app-svc'), ('job', 'app-svc')]" in out
+
+
+def test_init_twice_switches_stores_and_flushes_the_first(tmp_path):
+    first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
+
+    @ags.step
+    def work():
+        return 1
+
+    ags.init(store=first, instrument=False)
+    work()
+    ags.init(store=second, instrument=False)
+    work()
+    work()
+    ags.shutdown()
+    with Store(first) as a, Store(second) as b:
+        assert (a.span_count(), b.span_count()) == (1, 2)
+
+
+def test_store_schema_version_and_columns(tmp_path):
+    path = tmp_path / "s.duckdb"
+    ags.init(store=path, instrument=False)
+
+    @ags.task
+    def job():
+        pass
+
+    job()
+    ags.shutdown()
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("select value from agentscope_meta where key='schema_version'").fetchall() == [
+        (str(SCHEMA_VERSION),)
+    ]
+    columns = [row[0] for row in con.execute("describe spans").fetchall()]
+    assert tuple(columns) == COLUMN_NAMES
+    (row,) = con.execute(
+        "select trace_id, span_id, parent_id, kind, status, cpu_ns, thread_id from spans"
+    ).fetchall()
+    assert len(row[0]) == 32 and len(row[1]) == 16 and row[2] is None
+    assert row[3] == "task" and row[4] == "UNSET" and row[5] >= 0 and row[6] > 0
+
+
+def test_same_span_written_twice_is_stored_once(tmp_path):
+    rows = [("a" * 32, "b" * 16, None, "n", "step", "INTERNAL", 1, 2, "OK", None, "svc", None, 1, 5, "{}")]
+    with Store(tmp_path / "i.duckdb") as store:
+        assert store.insert(rows_to_table(rows)) == 1
+        assert store.insert(rows_to_table(rows)) == 0
+        assert store.span_count() == 1
+
+
+def test_jsonl_file_is_otlp_json_lines(tmp_path):
+    path = tmp_path / "spans.jsonl"
+    ags.init(store=None, jsonl_path=path, instrument=False)
+
+    @ags.task
+    def job():
+        tool(3)
+
+    @ags.tool
+    def tool(x):
+        return x
+
+    job()
+    ags.shutdown()
+    lines = path.read_text().splitlines()
+    spans = [
+        span
+        for line in lines
+        for rs in json.loads(line)["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for span in ss["spans"]
+    ]
+    by_name = {s["name"]: s for s in spans}
+    assert set(by_name) == {"job", "execute_tool tool"}
+    tool_span = by_name["execute_tool tool"]
+    assert tool_span["parentSpanId"] == by_name["job"]["spanId"]
+    assert len(tool_span["traceId"]) == 32 and tool_span["startTimeUnixNano"].isdigit()
+    keys = {kv["key"]: kv["value"] for kv in tool_span["attributes"]}
+    assert keys["agentscope.kind"] == {"stringValue": "tool"}
+    assert "intValue" in keys["agentscope.cpu_ns"]
+
+
+class _Collector(BaseHTTPRequestHandler):
+    bodies: typing.ClassVar[list[tuple[str, bytes]]] = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        type(self).bodies.append((self.path, body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_otlp_http_export_reaches_a_collector():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        ags.init(store=None, otlp_endpoint=f"http://127.0.0.1:{server.server_port}", instrument=False)
+
+        @ags.llm(model="gpt-oss-120b")
+        def chat():
+            ags.current_llm().usage(input_tokens=7, output_tokens=3)
+
+        chat()
+        ags.shutdown()
+    finally:
+        server.shutdown()
+    names = []
+    for path, body in _Collector.bodies:
+        assert path == "/v1/traces"
+        request = ExportTraceServiceRequest.FromString(body)
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                names += [(s.name, {kv.key for kv in s.attributes}) for s in ss.spans]
+    assert len(names) == 1
+    name, keys = names[0]
+    assert name == "chat gpt-oss-120b"
+    assert {"gen_ai.usage.input_tokens", "agentscope.kind"} <= keys
