@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agentscope as ags
+from agentscope.classify import classify
 
 
 class Captured:
@@ -28,6 +29,11 @@ class Captured:
         found = [s for s in self.spans if s.name == name]
         assert len(found) == 1, f"expected one span {name!r}, got {[s.name for s in self.spans]}"
         return found[0]
+
+    @staticmethod
+    def kind(span: ReadableSpan) -> str:
+        """The agentscope kind the store will give this span."""
+        return classify(span.attributes, span.kind.name)
 
     def names(self) -> list[str]:
         return [s.name for s in self.spans]

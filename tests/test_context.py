@@ -8,7 +8,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import agentscope as ags
-from agentscope import attributes as A
 
 
 @ags.task
@@ -76,7 +75,7 @@ def _check_tree(captured, tasks: int) -> None:
     for span in inner:
         tool = by_id[span.parent.span_id]
         task = by_id[tool.parent.span_id]
-        assert tool.attributes[A.KIND] == "tool" and task.attributes[A.KIND] == "task"
+        assert captured.kind(tool) == "tool" and captured.kind(task) == "task"
         assert task.parent.span_id == batch.context.span_id
         assert {s.context.trace_id for s in (span, tool, task)} == {batch.context.trace_id}
         seen.add(span.name)

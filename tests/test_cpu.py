@@ -64,7 +64,7 @@ def test_sync_cpu_is_thread_time_and_excludes_sleep(captured):
     work()
     span = captured.one("execute_tool work")
     assert 25 <= span.attributes[A.CPU_NS] / 1e6 <= 40
-    assert span.attributes[A.THREAD_ID] == threading.get_native_id()
+    assert span.attributes[A.THREAD_ID] == threading.get_ident()
 
 
 def test_cpu_is_inclusive_of_children_on_the_same_thread(captured):

@@ -31,13 +31,13 @@ def test_bare_and_named_decorators_make_spans_of_their_kind(captured):
     task = captured.one("resolve_ticket")
     tool = captured.one("execute_tool search_kb")
     step = captured.one("plan")
-    assert task.attributes[A.KIND] == "task"
+    assert captured.kind(task) == "task"
     assert task.attributes[A.TASK_NAME] == "resolve_ticket"
     assert task.attributes[A.TASK_ACCEPTED] is True
-    assert tool.attributes[A.KIND] == "tool"
+    assert captured.kind(tool) == "tool"
     assert tool.attributes[A.GEN_AI_OPERATION_NAME] == "execute_tool"
     assert tool.attributes[A.GEN_AI_TOOL_NAME] == "search_kb"
-    assert step.attributes[A.KIND] == "step"
+    assert captured.kind(step) == "step"
     assert tool.parent.span_id == task.context.span_id
     assert step.parent.span_id == task.context.span_id
 
@@ -258,8 +258,8 @@ def test_context_managers_span_queue_backoff(captured):
     queue = captured.one("queue rate_limiter")
     backoff = captured.one("backoff")
     assert plan.attributes["plan.size"] == 3 and plan.attributes["plan.ok"] is True
-    assert queue.attributes[A.KIND] == "queue" and queue.attributes[A.QUEUE_NAME] == "rate_limiter"
-    assert backoff.attributes[A.KIND] == "backoff"
+    assert captured.kind(queue) == "queue" and queue.attributes[A.QUEUE_NAME] == "rate_limiter"
+    assert captured.kind(backoff) == "backoff"
     assert backoff.attributes[A.BACKOFF_PLANNED_S] == 0.5 and backoff.attributes[A.ATTEMPT] == 2
     assert queue.parent.span_id == plan.context.span_id
 
@@ -270,7 +270,7 @@ def test_async_with_span(captured):
             await asyncio.sleep(0.001)
 
     asyncio.run(main())
-    assert captured.one("wait").attributes[A.KIND] == "queue"
+    assert captured.kind(captured.one("wait")) == "queue"
 
 
 def test_accept_marks_the_task_and_errors_reject_it(captured):

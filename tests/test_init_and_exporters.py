@@ -162,7 +162,8 @@ def test_jsonl_file_is_otlp_json_lines(tmp_path):
     assert tool_span["parentSpanId"] == by_name["job"]["spanId"]
     assert len(tool_span["traceId"]) == 32 and tool_span["startTimeUnixNano"].isdigit()
     keys = {kv["key"]: kv["value"] for kv in tool_span["attributes"]}
-    assert keys["agentscope.kind"] == {"stringValue": "tool"}
+    assert keys["gen_ai.operation.name"] == {"stringValue": "execute_tool"}
+    assert by_name["job"]["attributes"][0]["key"] in {"agentscope.task.name", "agentscope.kind"}
     assert "intValue" in keys["agentscope.cpu_ns"]
 
 
@@ -207,4 +208,4 @@ def test_otlp_http_export_reaches_a_collector():
     assert len(names) == 1
     name, keys = names[0]
     assert name == "chat gpt-oss-120b"
-    assert {"gen_ai.usage.input_tokens", "agentscope.kind"} <= keys
+    assert {"gen_ai.usage.input_tokens", "gen_ai.operation.name", "agentscope.cpu_ns"} <= keys

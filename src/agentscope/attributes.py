@@ -15,7 +15,9 @@ TASK_ACCEPTED = "agentscope.task.accepted"
 CPU_NS = "agentscope.cpu_ns"
 """CPU time (ns) used by the span's code and its children while it was open (inclusive)."""
 THREAD_ID = "agentscope.thread.id"
-"""Native id of the thread that ran the span's code; own CPU subtracts same-thread children."""
+"""``threading.get_ident()`` of the thread that ran the span's code.
+
+Own CPU is a span's CPU minus that of its children on the same thread."""
 ATTEMPT = "agentscope.attempt"
 """Attempt number of a retried operation, 1 for the first try."""
 BACKOFF_PLANNED_S = "agentscope.backoff.planned_s"

@@ -9,6 +9,7 @@ as on the undecorated function.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from collections.abc import Callable
@@ -18,7 +19,7 @@ import wrapt
 
 from agentscope import attributes as A
 from agentscope.classify import KINDS
-from agentscope.sdk.recording import Recording, clean_attributes, start
+from agentscope.sdk.recording import Recording, clean_attributes, start, with_kind
 from agentscope.sdk.wrappers import Spec, call, call_async, call_async_generator, call_generator
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -40,17 +41,7 @@ def _wrap(fn: F, spec: Spec) -> F:
     else:
         runner = call
 
-    if runner is call_async:
-
-        def wrapper(wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
-            return call_async(spec, wrapped(*args, **kwargs), args, kwargs)
-
-    else:
-
-        def wrapper(wrapped: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
-            return runner(spec, wrapped, args, kwargs)
-
-    return wrapt.FunctionWrapper(fn, wrapper)  # type: ignore[return-value]
+    return wrapt.FunctionWrapper(fn, functools.partial(runner, spec))  # type: ignore[return-value]
 
 
 def _decorator(kind: str, build: Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]) -> Callable:
@@ -144,7 +135,7 @@ class span:
     def __init__(self, name: str, kind: str = "step", **attributes: Any) -> None:
         self._name = name
         self._kind = kind if kind in KINDS else "step"
-        self._attributes = clean_attributes(attributes)
+        self._attributes = with_kind(self._kind, clean_attributes(attributes))
         self._rec: Recording | None = None
         self._cpu0 = 0
 

@@ -20,12 +20,13 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 
 from agentscope import attributes as A
+from agentscope.classify import classify
 from agentscope.sdk._safety import report
 from agentscope.sdk.clock import now_ns
 from agentscope.sdk.state import STATE
 
 _thread_time_ns = time.thread_time_ns
-_native_id = threading.get_native_id
+_thread_ident = threading.get_ident
 
 _CURRENT_TASK: contextvars.ContextVar[TaskState | None] = contextvars.ContextVar(
     "agentscope_task", default=None
@@ -159,37 +160,33 @@ NO_CALL = LLMCall(None)
 class Recording:
     """An open agentscope span; created by :func:`start`, closed by :meth:`finish`."""
 
-    __slots__ = ("_tokens", "cpu0", "kind", "llm", "span", "task")
+    __slots__ = ("_llm_token", "_task_token", "_token", "kind", "llm", "span", "task")
 
     def __init__(self, span: trace.Span, kind: str) -> None:
         self.span = span
         self.kind = kind
-        self.cpu0 = 0
-        self._tokens: list[Any] = []
         self.task: TaskState | None = TaskState() if kind == "task" else None
         self.llm: LLMCall | None = LLMCall(span, span.start_time) if kind == "llm" else None
 
     def enter(self) -> None:
         """Make this span current in the running context (until :meth:`exit`)."""
         try:
-            tokens = self._tokens
-            tokens.append(otel_context.attach(trace.set_span_in_context(self.span)))
+            self._token = otel_context.attach(trace.set_span_in_context(self.span))
             if self.task is not None:
-                tokens.append(_CURRENT_TASK.set(self.task))
+                self._task_token = _CURRENT_TASK.set(self.task)
             if self.llm is not None:
-                tokens.append(_CURRENT_LLM.set(self.llm))
+                self._llm_token = _CURRENT_LLM.set(self.llm)
         except Exception as exc:
             report("entering a span", exc)
 
     def exit(self) -> None:
-        """Undo the last :meth:`enter`."""
+        """Undo :meth:`enter`; the two always come in pairs, never nested for one span."""
         try:
-            tokens = self._tokens
             if self.llm is not None:
-                _CURRENT_LLM.reset(tokens.pop())
+                _CURRENT_LLM.reset(self._llm_token)
             if self.task is not None:
-                _CURRENT_TASK.reset(tokens.pop())
-            otel_context.detach(tokens.pop())
+                _CURRENT_TASK.reset(self._task_token)
+            otel_context.detach(self._token)
         except Exception as exc:
             report("leaving a span", exc)
 
@@ -237,12 +234,25 @@ class _NullRecording(Recording):
 NULL_RECORDING = _NullRecording()
 
 
+def with_kind(kind: str, attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """``attributes`` plus ``agentscope.kind`` where the conventions alone would not say ``kind``.
+
+    A tool span already says ``gen_ai.operation.name=execute_tool``; repeating the
+    kind would cost every call another attribute for nothing.
+    """
+    out = dict(attributes)
+    if classify(out) != kind:
+        out[A.KIND] = kind
+    return out
+
+
 def start(name: str, kind: str, attributes: Mapping[str, Any]) -> Recording | None:
-    """Start a span of agentscope ``kind``; None when tracing is off or starting failed."""
+    """Start a span of agentscope ``kind``; None when tracing is off or starting failed.
+
+    ``attributes`` must already identify the kind (see :func:`with_kind`).
+    """
     try:
-        attrs = dict(attributes)
-        attrs[A.KIND] = kind
-        attrs[A.THREAD_ID] = _native_id()
+        attrs = {**attributes, A.THREAD_ID: _thread_ident()}
         span = STATE.tracer.start_span(name, attributes=attrs, start_time=now_ns())
         if not span.is_recording():
             return None

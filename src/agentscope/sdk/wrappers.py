@@ -1,5 +1,9 @@
 """Run a function, coroutine or generator inside a span, measuring its own CPU.
 
+Each runner has the ``wrapt`` wrapper signature after its ``Spec``
+(``wrapped, instance, args, kwargs``), so a decorator is just
+``wrapt.FunctionWrapper(fn, partial(runner, spec))``.
+
 Synchronous code is measured with the thread's CPU clock around the call.  A
 coroutine is measured step by step (each ``send``/``throw``), so coroutines that
 interleave on one event loop are not charged for each other's work.  Generators
@@ -11,11 +15,11 @@ the time the caller spends between items.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Callable, Coroutine, Generator, Mapping
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping
 from typing import Any
 
 from agentscope import attributes as A
-from agentscope.sdk.recording import NULL_RECORDING, Recording, content, start
+from agentscope.sdk.recording import NULL_RECORDING, Recording, content, start, with_kind
 from agentscope.sdk.state import STATE
 
 _thread_time_ns = time.thread_time_ns
@@ -30,7 +34,7 @@ class Spec:
     def __init__(self, name: str, kind: str, attributes: Mapping[str, Any]) -> None:
         self.name = name
         self.kind = kind
-        self.attributes = dict(attributes)
+        self.attributes = with_kind(kind, attributes)
 
     def start(self, args: tuple, kwargs: dict) -> Recording | None:
         attributes = self.attributes
@@ -39,11 +43,11 @@ class Spec:
         return start(self.name, self.kind, attributes)
 
 
-def _output(result: Any) -> dict[str, Any] | None:
-    return {A.OUTPUT: content(result)} if STATE.capture_content else None
+def _output(result: Any) -> dict[str, Any]:
+    return {A.OUTPUT: content(result)}
 
 
-def call(spec: Spec, fn: Callable, args: tuple, kwargs: dict) -> Any:
+def call(spec: Spec, fn: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
     rec = spec.start(args, kwargs)
     if rec is None:
         return fn(*args, **kwargs)
@@ -55,7 +59,7 @@ def call(spec: Spec, fn: Callable, args: tuple, kwargs: dict) -> Any:
         rec.finish(exc, _thread_time_ns() - cpu0)
         rec.exit()
         raise
-    rec.finish(None, _thread_time_ns() - cpu0, _output(result))
+    rec.finish(None, _thread_time_ns() - cpu0, STATE.capture_content and _output(result))
     rec.exit()
     return result
 
@@ -94,7 +98,8 @@ class CpuMeter:
                 value, error = None, exc
 
 
-async def call_async(spec: Spec, coro: Coroutine, args: tuple, kwargs: dict) -> Any:
+async def call_async(spec: Spec, fn: Callable, instance: Any, args: tuple, kwargs: dict) -> Any:
+    coro = fn(*args, **kwargs)
     rec = spec.start(args, kwargs)
     if rec is None:
         return await coro
@@ -106,7 +111,7 @@ async def call_async(spec: Spec, coro: Coroutine, args: tuple, kwargs: dict) -> 
         rec.finish(exc, meter.cpu_ns)
         rec.exit()
         raise
-    rec.finish(None, meter.cpu_ns, _output(result))
+    rec.finish(None, meter.cpu_ns, STATE.capture_content and _output(result))
     rec.exit()
     return result
 
@@ -132,7 +137,9 @@ class _StreamStats:
             rec.llm.first_token()
 
 
-def call_generator(spec: Spec, fn: Callable, args: tuple, kwargs: dict) -> Generator[Any, Any, Any]:
+def call_generator(
+    spec: Spec, fn: Callable, instance: Any, args: tuple, kwargs: dict
+) -> Generator[Any, Any, Any]:
     rec = spec.start(args, kwargs) or NULL_RECORDING
     stats = _StreamStats()
     failure: BaseException | None = None
@@ -170,7 +177,7 @@ def call_generator(spec: Spec, fn: Callable, args: tuple, kwargs: dict) -> Gener
 
 
 async def call_async_generator(
-    spec: Spec, fn: Callable, args: tuple, kwargs: dict
+    spec: Spec, fn: Callable, instance: Any, args: tuple, kwargs: dict
 ) -> AsyncGenerator[Any, Any]:
     rec = spec.start(args, kwargs) or NULL_RECORDING
     stats = _StreamStats()
