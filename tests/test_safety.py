@@ -239,3 +239,23 @@ def test_credentials_are_never_recorded_or_stored(captured, tmp_path):
         pass
     assert captured.one("call").attributes.get("api_key") is None
     assert "sk-" not in repr(dict(captured.one("call").attributes))
+
+
+def test_store_writer_bounds_its_backlog_and_reports_drops(tmp_path, caplog):
+    from agentscope.store.writer import StoreSpanProcessor
+
+    processor = StoreSpanProcessor(tmp_path / "bounded.duckdb", max_pending=10, flush_interval_s=60)
+    ags.init(store=None, instrument=False, span_processors=[processor])
+    try:
+
+        @ags.step
+        def quick(i):
+            return i
+
+        assert [quick(i) for i in range(50)] == list(range(50))
+    finally:
+        ags.shutdown()
+    assert processor.dropped == 40
+    assert sum("spans are dropped" in m for m in agentscope_warnings(caplog)) == 1
+    with duckdb.connect(str(tmp_path / "bounded.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM spans").fetchall() == [(10,)]

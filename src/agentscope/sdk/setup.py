@@ -25,11 +25,8 @@ from agentscope.sdk._safety import report
 from agentscope.sdk.instrumentation import instrument as instrument_libraries
 from agentscope.sdk.otlp_json import JsonLinesSpanExporter
 from agentscope.sdk.state import STATE, TRACER_NAME, Router
-from agentscope.store.exporter import StoreSpanExporter
 from agentscope.store.store import DEFAULT_STORE, default_store_path
-
-STORE_QUEUE_SIZE = 32_768
-STORE_BATCH_SIZE = 2_048
+from agentscope.store.writer import StoreSpanProcessor
 
 
 class ReportingBatchSpanProcessor(BatchSpanProcessor):
@@ -96,14 +93,7 @@ def init(
         processors: list[SpanProcessor] = []
         if store is not None:
             path = default_store_path() if str(store) == DEFAULT_STORE else Path(store)
-            processors.append(
-                ReportingBatchSpanProcessor(
-                    StoreSpanExporter(path),
-                    max_queue_size=STORE_QUEUE_SIZE,
-                    max_export_batch_size=STORE_BATCH_SIZE,
-                    schedule_delay_millis=1000,
-                )
-            )
+            processors.append(StoreSpanProcessor(path))
         if otlp_endpoint:
             processors.append(ReportingBatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
         if jsonl_path is not None:
