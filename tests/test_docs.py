@@ -1,0 +1,30 @@
+"""The docs list every attribute key and every public name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import agentscope
+from agentscope import attributes
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def attribute_keys() -> set[str]:
+    return {
+        value
+        for name, value in vars(attributes).items()
+        if name.isupper() and isinstance(value, str) and "." in value
+    }
+
+
+def test_every_attribute_key_is_documented():
+    text = (DOCS / "attributes.md").read_text()
+    missing = sorted(key for key in attribute_keys() if f"`{key}`" not in text)
+    assert not missing, f"docs/attributes.md lacks {missing}"
+
+
+def test_every_public_name_is_documented():
+    text = (DOCS / "api.md").read_text()
+    missing = [name for name in agentscope.__all__ if name != "__version__" and name not in text]
+    assert not missing, f"docs/api.md lacks {missing}"
