@@ -1,0 +1,180 @@
+"""Which category each instant of a task belongs to (DESIGN §4).
+
+Every span in a task gets a *mix*: the fractions of its own time that belong to
+each component key.  A tool's mix is all ``tool``; an LLM call's mix comes from
+the provider's server timings, its time to first token, or neither; a task,
+agent or step splits its self time into ``cpu`` and ``other`` by the CPU it
+used.  A critical-path segment on a span then contributes its length times the
+span's mix, so the category times of a task sum to its wall time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentscope.analysis import categories as C
+from agentscope.analysis.trace import Trace
+
+Mix = tuple[tuple[str, float], ...]
+"""(component key, fraction) pairs whose fractions sum to 1."""
+
+FIXED_MIX: dict[str, Mix] = {
+    "tool": (("tool", 1.0),),
+    "db": (("db", 1.0),),
+    "http": (("network", 1.0),),
+    "queue": ((C.QUEUE_CLIENT, 1.0),),
+    "backoff": ((C.BACKOFF, 1.0),),
+}
+FAILED_MIX: Mix = ((C.FAILED, 1.0),)
+OPERATION_KINDS = {"tool": "tool", "llm": "inference", "db": "db", "http": "network"}
+"""Span kinds that are named operations in the report, and their category."""
+
+
+def _ms_to_ns(value: float | None) -> float | None:
+    return None if value is None else max(0.0, float(value)) * 1e6
+
+
+def llm_components(trace: Trace, i: int, duration: int) -> list[tuple[str, float]]:
+    """The LLM split of DESIGN §4 for ``duration`` ns of call ``i``, in ns; ``caller`` is the caller's."""
+    if duration <= 0:
+        return [(C.UNSPLIT, 0.0)]
+    wait = trace.value("stream_wait_ns", i)
+    caller = float(max(0, duration - wait)) if wait is not None else 0.0
+    inner = duration - caller
+    queue = _ms_to_ns(trace.value("server_queue_ms", i))
+    prefill = _ms_to_ns(trace.value("server_prefill_ms", i))
+    decode = _ms_to_ns(trace.value("server_decode_ms", i))
+    total = _ms_to_ns(trace.value("server_total_ms", i))
+    ttft = trace.value("ttft_s", i)
+    parts: list[tuple[str, float]]
+    if queue is not None or prefill is not None or decode is not None:
+        q, p, d = queue or 0.0, prefill or 0.0, decode or 0.0
+        server = q + p + d
+        if server > inner:
+            scale = inner / server
+            q, p, d = q * scale, p * scale, d * scale
+        parts = [(C.QUEUE_PROVIDER, q), (C.PREFILL, p), (C.DECODE, d), ("network", inner - (q + p + d))]
+    elif total is not None:
+        unsplit = min(total, inner)
+        parts = [(C.UNSPLIT, unsplit), ("network", inner - unsplit)]
+    elif ttft is not None:
+        first = min(max(0.0, float(ttft) * 1e9), inner)
+        parts = [(C.UNSPLIT, first), (C.DECODE, inner - first)]
+    else:
+        parts = [(C.UNSPLIT, inner)]
+    if caller > 0:
+        parts.append(("caller", caller))
+    return parts
+
+
+def _as_mix(parts: Sequence[tuple[str, float]], parent_mix: Mix | None) -> Mix:
+    total = sum(ns for _, ns in parts)
+    if total <= 0:
+        return ((parts[0][0], 1.0),)
+    out: dict[str, float] = {}
+    for key, ns in parts:
+        if ns <= 0:
+            continue
+        if key == "caller":
+            for parent_key, fraction in parent_mix or (("other", 1.0),):
+                out[parent_key] = out.get(parent_key, 0.0) + ns / total * fraction
+        else:
+            out[key] = out.get(key, 0.0) + ns / total
+    return tuple(out.items())
+
+
+def _union_ns(intervals: list[tuple[int, int]]) -> int:
+    covered = 0
+    current_start = current_end = None
+    for s, e in sorted(intervals):
+        if current_end is None or s > current_end:
+            if current_end is not None:
+                covered += current_end - current_start
+            current_start, current_end = s, e
+        elif e > current_end:
+            current_end = e
+    if current_end is not None:
+        covered += current_end - current_start
+    return covered
+
+
+def _cpu_mix(trace: Trace, i: int) -> Mix:
+    """cpu/other split of a task/agent/step's self time by its own CPU share."""
+    cpu = trace.value("cpu_ns", i)
+    if cpu is None:
+        return (("other", 1.0),)
+    s, e = trace.start[i], trace.end[i]
+    thread = trace.value("thread_id", i)
+    children = trace.children[i]
+    own_cpu = cpu
+    intervals = []
+    for c in children:
+        if thread is not None and trace.value("thread_id", c) == thread:
+            own_cpu -= trace.value("cpu_ns", c) or 0
+        cs, ce = max(trace.start[c], s), min(trace.end[c], e)
+        if ce > cs:
+            intervals.append((cs, ce))
+    self_ns = (e - s) - _union_ns(intervals)
+    if self_ns <= 0 or own_cpu <= 0:
+        return (("other", 1.0),)
+    share = min(1.0, own_cpu / self_ns)
+    if share >= 1.0:
+        return (("cpu", 1.0),)
+    return (("cpu", share), ("other", 1.0 - share))
+
+
+def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
+    """Spans that ended in error and were followed by another attempt of the same operation."""
+    failed = set()
+    status = trace.batch["status"]
+    rows = trace.rows
+    for i in spans:
+        kids = trace.children[i]
+        errors = [c for c in kids if status[rows[c]] == "ERROR"]
+        for c in errors:
+            key = trace.value("label", c) or trace.value("name", c)
+            attempt = trace.value("attempt", c)
+            for other in kids:
+                if other == c or trace.start[other] < trace.end[c]:
+                    continue
+                other_attempt = trace.value("attempt", other)
+                if (trace.value("label", other) or trace.value("name", other)) == key or (
+                    attempt is not None and other_attempt is not None and other_attempt > attempt
+                ):
+                    failed.add(c)
+                    break
+    return failed
+
+
+def span_mixes(trace: Trace, spans: Sequence[int]) -> tuple[dict[int, Mix], set[int]]:
+    """The mix of every span in ``spans`` (parents first), and the spans treated as leaves.
+
+    A failed attempt and everything under it is ``retry.failed``; an HTTP span
+    directly under an LLM call is that call's transport and takes the call's
+    split; the LLM call's own time between its attempts is ``retry.backoff``.
+    """
+    failed = failed_attempts(trace, spans)
+    mixes: dict[int, Mix] = {}
+    leaves: set[int] = set()
+    kind, parent = trace.kind, trace.parent
+    for i in spans:
+        p = parent[i]
+        if i in failed or (p != -1 and mixes.get(p) is FAILED_MIX):
+            mixes[i] = FAILED_MIX
+            leaves.add(i)
+            continue
+        k = kind[i]
+        duration = trace.end[i] - trace.start[i]
+        if k == "llm":
+            if any(kind[c] == "http" for c in trace.children[i]):
+                mixes[i] = ((C.BACKOFF, 1.0),)
+            else:
+                mixes[i] = _as_mix(llm_components(trace, i, duration), mixes.get(p))
+        elif k == "http" and p != -1 and kind[p] == "llm":
+            mixes[i] = _as_mix(llm_components(trace, p, duration), mixes.get(parent[p]))
+            leaves.add(i)
+        elif k in FIXED_MIX:
+            mixes[i] = FIXED_MIX[k]
+        else:
+            mixes[i] = _cpu_mix(trace, i)
+    return mixes, leaves

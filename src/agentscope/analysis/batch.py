@@ -1,0 +1,158 @@
+"""The analyzer's input: a batch of whole traces as columns, whatever container holds them.
+
+``SpanBatch.from_any`` accepts an Arrow table, a pandas DataFrame or a mapping of
+column name to sequence, with nulls as None, NaN or ``pd.NA``.  Missing optional
+columns read as null.  Without a ``trace_id`` column (a frame whose grouping key
+was dropped) spans are grouped into traces by following parent links.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+REQUIRED = ("span_id", "start_ns", "end_ns")
+COLUMNS = (
+    "trace_id",
+    "span_id",
+    "parent_id",
+    "name",
+    "kind",
+    "span_kind",
+    "start_ns",
+    "end_ns",
+    "status",
+    "thread_id",
+    "cpu_ns",
+    "operation",
+    "label",
+    "attempt",
+    "ttft_s",
+    "stream_wait_ns",
+    "server_queue_ms",
+    "server_prefill_ms",
+    "server_decode_ms",
+    "server_total_ms",
+    "task_name",
+    "accepted",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+)
+"""Columns the analyzer reads; ``agentscope.store.query`` selects them from a store."""
+
+
+def _is_null(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def _clean(values: list[Any]) -> list[Any]:
+    return [None if _is_null(v) else v for v in values]
+
+
+def _int_or_none(values: list[Any]) -> list[Any]:
+    return [None if _is_null(v) else int(v) for v in values]
+
+
+INT_COLUMNS = frozenset({"start_ns", "end_ns", "thread_id", "cpu_ns", "attempt", "stream_wait_ns"})
+INT_COLUMNS |= {"input_tokens", "output_tokens", "cached_tokens"}
+
+
+def _column(container: Any, name: str, length: int) -> list[Any]:
+    if hasattr(container, "column_names"):
+        if name not in container.column_names:
+            return [None] * length
+        values = container.column(name).to_pylist()
+    elif hasattr(container, "columns") and hasattr(container, "iloc"):
+        if name not in container.columns:
+            return [None] * length
+        values = container[name].tolist()
+    else:
+        if name not in container:
+            return [None] * length
+        values = list(container[name])
+    if name in INT_COLUMNS:
+        return _int_or_none(values)
+    return _clean(values)
+
+
+def _length(container: Any) -> int:
+    if hasattr(container, "num_rows"):
+        return container.num_rows
+    if hasattr(container, "iloc"):
+        return len(container)
+    return len(next(iter(container.values()))) if container else 0
+
+
+@dataclass
+class SpanBatch:
+    """Columns of spans as Python lists (nulls are None), rows in any order."""
+
+    columns: dict[str, list[Any]]
+
+    @classmethod
+    def from_any(cls, container: Any) -> SpanBatch:
+        """Read an Arrow table, a pandas DataFrame or a mapping of columns."""
+        length = _length(container)
+        names = (
+            container.column_names
+            if hasattr(container, "column_names")
+            else list(container.columns)
+            if hasattr(container, "iloc")
+            else list(container)
+        )
+        missing = [name for name in REQUIRED if name not in names]
+        if missing:
+            raise ValueError(f"span batch lacks required column(s): {', '.join(missing)}")
+        return cls({name: _column(container, name, length) for name in COLUMNS})
+
+    def __len__(self) -> int:
+        return len(self.columns["span_id"])
+
+    def __getitem__(self, name: str) -> list[Any]:
+        return self.columns[name]
+
+    def traces(self) -> Iterator[list[int]]:
+        """Row indices of each trace, in first-seen order."""
+        trace_ids = self.columns["trace_id"]
+        if any(t is not None for t in trace_ids):
+            groups: dict[Any, list[int]] = {}
+            for row, trace_id in enumerate(trace_ids):
+                groups.setdefault(trace_id, []).append(row)
+            yield from groups.values()
+            return
+        yield from _components(self.columns["span_id"], self.columns["parent_id"])
+
+
+def _components(span_ids: Sequence[Any], parent_ids: Sequence[Any]) -> Iterator[list[int]]:
+    """Group rows into trees by parent links (for batches without trace ids)."""
+    row_of = {span_id: row for row, span_id in enumerate(span_ids)}
+    root_of: list[int] = [-1] * len(span_ids)
+    for row in range(len(span_ids)):
+        path = []
+        current = row
+        while root_of[current] == -1:
+            path.append(current)
+            parent = row_of.get(parent_ids[current])
+            if parent is None or parent in path:
+                root_of[current] = current
+                break
+            current = parent
+        root = root_of[current]
+        for visited in path:
+            root_of[visited] = root
+    groups: dict[int, list[int]] = {}
+    for row, root in enumerate(root_of):
+        groups.setdefault(root, []).append(row)
+    yield from groups.values()
+
+
+def as_columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Rows (mappings) to the column mapping ``SpanBatch.from_any`` reads; for tests and small inputs."""
+    return {name: [row.get(name) for row in rows] for name in COLUMNS}

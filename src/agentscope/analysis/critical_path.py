@@ -1,0 +1,58 @@
+"""The critical path of a task: the chain of spans its end time waited on (DESIGN §5).
+
+Walking backwards from the task's end: inside span S at cursor time t, the next
+piece of the path is the child of S with the latest end ≤ t (children clipped to
+S; among equal ends the one that started first); the path continues inside that
+child from its end, and the gaps between chosen children are S's own time.
+Iterative, so a 10,000-deep chain needs no recursion.
+"""
+
+from __future__ import annotations
+
+from agentscope.analysis.trace import Trace
+
+Segment = tuple[int, int, int]
+"""(span index, start ns, end ns)."""
+
+
+def critical_path(trace: Trace, task: int) -> list[Segment]:
+    """Segments that tile ``[start, end]`` of ``task`` exactly, in time order."""
+    start, end, children = trace.start, trace.end, trace.children
+    segments: list[Segment] = []
+    emit = segments.append
+    order_cache: dict[int, list[int]] = {}
+
+    def ordered(span: int) -> list[int]:
+        kids = order_cache.get(span)
+        if kids is None:
+            kids = sorted(children[span], key=lambda c: (-end[c], start[c]))
+            order_cache[span] = kids
+        return kids
+
+    # frame: [span, lo, hi, next child position, cursor]
+    frames = [[task, start[task], end[task], 0, end[task]]]
+    while frames:
+        frame = frames[-1]
+        span, lo, hi, position, cursor = frame
+        kids = ordered(span)
+        chosen = False
+        while position < len(kids):
+            child = kids[position]
+            position += 1
+            child_end = min(end[child], hi)
+            child_start = max(start[child], lo)
+            if child_end > cursor or child_start >= child_end:
+                continue
+            if cursor > child_end:
+                emit((span, child_end, cursor))
+            frame[3] = position
+            frame[4] = child_start
+            frames.append([child, child_start, child_end, 0, child_end])
+            chosen = True
+            break
+        if not chosen:
+            if cursor > lo:
+                emit((span, lo, cursor))
+            frames.pop()
+    segments.reverse()
+    return segments

@@ -1,0 +1,223 @@
+"""Across tasks: percentiles, the budget at a percentile, what-if rows and the verdict (DESIGN §6, §8).
+
+``blame`` turns the per-task results of ``analyze`` into the ``agentscope.blame/v1``
+object: the only step that needs every task at once, on a table that is small
+(one row per task) whatever the size of the traces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agentscope.analysis import categories as C
+from agentscope.analysis.tasks import TaskResult
+from agentscope.analysis.whatif import Scenario
+
+SCHEMA = "agentscope.blame/v1"
+DEFAULT_SCENARIOS = (
+    Scenario("inference x1.7", {"inference": 1.7}),
+    Scenario("inference x3.6", {"inference": 3.6}),
+    Scenario("inference x∞", {"inference": math.inf}),
+)
+WINDOW = 2.5
+TOP_OPERATIONS = 20
+
+
+def nearest_rank(sorted_values: Sequence[float], percentile: float) -> float:
+    """The nearest-rank percentile of ascending ``sorted_values`` (at least the first value)."""
+    rank = max(1, math.ceil(percentile / 100 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def variants(scenarios: Sequence[Scenario]) -> list[Mapping[str, float]]:
+    """The speedup maps to simulate: for each scenario, optimistic then pessimistic."""
+    out: list[Mapping[str, float]] = []
+    for scenario in scenarios:
+        out.append(scenario.speedups)
+        out.append(scenario.pessimistic)
+    return out
+
+
+def _ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def _category_rows(components: Sequence[float], total_ns: float) -> list[dict[str, Any]]:
+    rows = []
+    for category in C.CATEGORIES:
+        parts = {name: _ms(components[C.KEY_INDEX[f"{category}.{name}"]]) for name in C.COMPONENTS[category]}
+        ns = sum(components[C.KEY_INDEX[key]] for key in C.KEYS if C.category_of(key) == category)
+        rows.append(
+            {
+                "category": category,
+                "ms": _ms(ns),
+                "share": ns / total_ns if total_ns > 0 else 0.0,
+                "components": parts,
+            }
+        )
+    return rows
+
+
+def _average(vectors: Sequence[Sequence[float]]) -> list[float]:
+    n = len(vectors)
+    return [sum(column) / n for column in zip(*vectors)] if n else [0.0] * len(C.KEYS)
+
+
+def _window(ranked: Sequence[TaskResult], percentile: float) -> list[TaskResult]:
+    lo = max(1, math.ceil(max(percentile - WINDOW, 0.0) / 100 * len(ranked)))
+    hi = max(lo, math.ceil(min(percentile + WINDOW, 100.0) / 100 * len(ranked)))
+    return list(ranked[lo - 1 : hi])
+
+
+def _speedups_json(speedups: Mapping[str, float]) -> dict[str, float | str]:
+    return {key: ("inf" if math.isinf(value) else value) for key, value in speedups.items()}
+
+
+def _seconds(ms: float) -> str:
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+CATEGORY_WORDS = {
+    "inference": "model inference",
+    "queue": "queueing",
+    "network": "network",
+    "tool": "tools",
+    "db": "database calls",
+    "retry": "retries and backoff",
+    "cpu": "the agent's own CPU",
+    "other": "untraced waits",
+}
+
+
+def _scenario_words(scenario: Scenario) -> str:
+    speedups = scenario.speedups
+    if scenario.name.startswith("chip "):
+        return f"The {scenario.name[5:]} preset"
+    if len(speedups) == 1:
+        ((key, factor),) = speedups.items()
+        if math.isinf(factor):
+            return f"Even infinitely fast {CATEGORY_WORDS.get(key, key)}"
+        target = "inference chip" if key == "inference" else CATEGORY_WORDS.get(key, key)
+        return f"A {factor:g}× faster {target}"
+    return f"The scenario {scenario.name}"
+
+
+def verdict(
+    percentile: float,
+    p_ms: float,
+    new_ms: float,
+    headline: Scenario,
+    budget: Sequence[Mapping[str, Any]],
+    operations: Sequence[Mapping[str, Any]],
+) -> str:
+    """One sentence that answers the chip question."""
+    label = f"p{percentile:g}"
+    change = (new_ms - p_ms) / p_ms if p_ms > 0 else 0.0
+    largest = max(budget, key=lambda row: row["ms"])
+    leader = next((op for op in operations if op["category"] == largest["category"]), None)
+    led_by = f", led by {leader['name']}" if leader else ""
+    return (
+        f"{_scenario_words(headline)} would cut {label} from {_seconds(p_ms)} to {_seconds(new_ms)} "
+        f"({change:+.0%}".replace("-", "−")
+        + f"); {largest['share']:.0%} of the {label} is "
+        f"{CATEGORY_WORDS[largest['category']]}{led_by}."
+    )
+
+
+def blame(
+    results: Sequence[TaskResult],
+    scenarios: Sequence[Scenario] = DEFAULT_SCENARIOS,
+    percentile: float = 95,
+    headline: Scenario | None = None,
+) -> dict[str, Any]:
+    """The ``agentscope.blame/v1`` report; ``results`` carry what-if times for ``variants(scenarios)``."""
+    if not results:
+        raise ValueError("no tasks to analyse")
+    ranked = sorted(results, key=lambda r: r.duration_ns)
+    durations = [r.duration_ns for r in ranked]
+    p_ns = nearest_rank(durations, percentile)
+    window = _window(ranked, percentile)
+    mean_window = _average([r.components for r in window])
+    window_total = sum(mean_window)
+    factor = p_ns / window_total if window_total > 0 else 0.0
+    budget_components = [v * factor for v in mean_window]
+    budget = _category_rows(budget_components, p_ns)
+
+    mean_components = _average([r.components for r in results])
+    mean_ns = sum(durations) / len(durations)
+
+    labels: dict[str, tuple[str, float, float]] = {}
+    for r in window:
+        for label, (category, ns, calls) in r.operations.items():
+            prev = labels.get(label, (category, 0.0, 0.0))
+            labels[label] = (category, prev[1] + ns, prev[2] + calls)
+    operations = sorted(
+        (
+            {
+                "name": label,
+                "category": category,
+                "ms": _ms(ns / len(window) * factor),
+                "share": (ns / len(window) * factor) / p_ns if p_ns > 0 else 0.0,
+                "calls_per_task": calls / len(window),
+            }
+            for label, (category, ns, calls) in labels.items()
+        ),
+        key=lambda op: -op["ms"],
+    )[:TOP_OPERATIONS]
+
+    serial = sorted(r.serial_llm_calls for r in results)
+    measured = sum(
+        r.components[C.KEY_INDEX[C.PREFILL]] + r.components[C.KEY_INDEX[C.DECODE]] for r in results
+    )
+    unsplit = sum(r.components[C.KEY_INDEX[C.UNSPLIT]] for r in results)
+
+    whatif = []
+    p95_ns = nearest_rank(durations, 95)
+    for k, scenario in enumerate(scenarios):
+        optimistic = sorted(r.whatif_ns[2 * k] for r in results)
+        pessimistic = sorted(r.whatif_ns[2 * k + 1] for r in results)
+        new_p95 = nearest_rank(optimistic, 95)
+        whatif.append(
+            {
+                "scenario": scenario.name,
+                "speedups": _speedups_json(scenario.speedups),
+                "p50_ms": _ms(nearest_rank(optimistic, 50)),
+                "p95_ms": _ms(new_p95),
+                "p95_change": (new_p95 - p95_ns) / p95_ns if p95_ns > 0 else 0.0,
+                "p95_ms_range": [_ms(new_p95), _ms(nearest_rank(pessimistic, 95))],
+            }
+        )
+
+    headline = headline or next((s for s in scenarios if s.name == "inference x3.6"), scenarios[0])
+    k = list(scenarios).index(headline)
+    headline_new_ns = nearest_rank(sorted(r.whatif_ns[2 * k] for r in results), percentile)
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "percentile": percentile,
+        "tasks": {
+            "count": len(results),
+            "accepted": sum(1 for r in results if r.accepted),
+            "names": sorted({r.name for r in results}),
+        },
+        "latency_ms": {
+            "p50": _ms(nearest_rank(durations, 50)),
+            "p90": _ms(nearest_rank(durations, 90)),
+            "p95": _ms(p95_ns),
+            "p99": _ms(nearest_rank(durations, 99)),
+            "mean": _ms(mean_ns),
+            "max": _ms(durations[-1]),
+        },
+        "budget": budget,
+        "mean": _category_rows(mean_components, mean_ns),
+        "operations": operations,
+        "serial_llm_calls": {
+            "mean": sum(serial) / len(serial),
+            "p95": nearest_rank(serial, 95),
+        },
+        "inference_split_measured": measured / (measured + unsplit) if measured + unsplit > 0 else 0.0,
+        "whatif": whatif,
+    }
+    report["verdict"] = verdict(percentile, _ms(p_ns), _ms(headline_new_ns), headline, budget, operations)
+    return report

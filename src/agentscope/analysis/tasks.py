@@ -1,0 +1,159 @@
+"""The analysis core: a batch of whole traces in, one result per task out (DESIGN §10).
+
+``analyze`` is a pure function of its input: no store, no CLI, no I/O.  It walks
+the batch trace by trace inside one call, so it can run as it is over a bucket
+of traces inside a distributed engine (e.g. Spark ``applyInPandas``), with only
+the percentile step (``agentscope.analysis.report``) aggregated globally.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentscope.analysis import categories as C
+from agentscope.analysis.attribution import OPERATION_KINDS, Mix, span_mixes
+from agentscope.analysis.batch import SpanBatch
+from agentscope.analysis.critical_path import Segment, critical_path
+from agentscope.analysis.trace import Trace
+from agentscope.analysis.whatif import simulate
+
+
+@dataclass
+class TaskResult:
+    """One task's attribution: component times (ns, in ``categories.KEYS`` order) and more."""
+
+    trace_id: str | None
+    span_id: str
+    name: str
+    start_ns: int
+    duration_ns: int
+    accepted: bool
+    components: list[float]
+    operations: dict[str, tuple[str, float, int]] = field(default_factory=dict)
+    """label → (category, inclusive critical-path ns, calls in the task)."""
+    serial_llm_calls: int = 0
+    llm_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    whatif_ns: list[float] = field(default_factory=list)
+    """New duration under each variant passed to ``analyze``."""
+
+    def category_ns(self) -> dict[str, float]:
+        out = dict.fromkeys(C.CATEGORIES, 0.0)
+        for key, ns in zip(C.KEYS, self.components, strict=True):
+            out[C.category_of(key)] += ns
+        return out
+
+
+@dataclass
+class TraceExplanation:
+    """Everything ``agentscope show`` draws for one task."""
+
+    trace: Trace
+    task: int
+    segments: list[Segment]
+    mixes: dict[int, Mix]
+    result: TaskResult
+
+
+def _operation_chains(trace: Trace, spans: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    """For each span, the labels of the named operations enclosing it (itself included)."""
+    chains: dict[int, tuple[str, ...]] = {}
+    kind, parent = trace.kind, trace.parent
+    for i in spans:
+        inherited = chains.get(parent[i], ())
+        if kind[i] in OPERATION_KINDS:
+            label = trace.value("label", i) or trace.value("name", i)
+            if label not in inherited:
+                inherited = (*inherited, label)
+        chains[i] = inherited
+    return chains
+
+
+def _accepted(trace: Trace, task: int) -> bool:
+    accepted = trace.value("accepted", task)
+    if accepted is None:
+        return trace.value("status", task) != "ERROR"
+    return bool(accepted)
+
+
+def _task_name(trace: Trace, task: int) -> str:
+    return trace.value("task_name", task) or trace.value("label", task) or trace.value("name", task) or "task"
+
+
+def explain(trace: Trace, task: int, variants: Sequence[Mapping[str, float]] = ()) -> TraceExplanation:
+    """Critical path, mixes and attribution of one task."""
+    spans = trace.descendants(task)
+    mixes, leaves = span_mixes(trace, spans)
+    segments = critical_path(trace, task)
+    components = [0.0] * len(C.KEYS)
+    index = C.KEY_INDEX
+    chains = _operation_chains(trace, spans)
+    path_ns: dict[str, float] = {}
+    serial_llm = set()
+    kind = trace.kind
+    for span, a, b in segments:
+        length = b - a
+        for key, fraction in mixes[span]:
+            components[index[key]] += length * fraction
+        for label in chains[span]:
+            path_ns[label] = path_ns.get(label, 0.0) + length
+        if kind[span] == "llm":
+            serial_llm.add(span)
+    operations: dict[str, tuple[str, float, int]] = {}
+    llm_calls = input_tokens = output_tokens = cached_tokens = 0
+    for i in spans:
+        k = kind[i]
+        if k == "llm":
+            llm_calls += 1
+            input_tokens += trace.value("input_tokens", i) or 0
+            output_tokens += trace.value("output_tokens", i) or 0
+            cached_tokens += trace.value("cached_tokens", i) or 0
+        if k in OPERATION_KINDS and not (k == "http" and kind[trace.parent[i]] == "llm"):
+            label = trace.value("label", i) or trace.value("name", i)
+            category, _, calls = operations.get(label, (OPERATION_KINDS[k], 0.0, 0))
+            operations[label] = (category, path_ns.get(label, 0.0), calls + 1)
+    result = TaskResult(
+        trace_id=trace.value("trace_id", task),
+        span_id=trace.span_id(task),
+        name=_task_name(trace, task),
+        start_ns=trace.start[task],
+        duration_ns=trace.end[task] - trace.start[task],
+        accepted=_accepted(trace, task),
+        components=components,
+        operations=operations,
+        serial_llm_calls=len(serial_llm),
+        llm_calls=llm_calls,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_tokens=cached_tokens,
+    )
+    if variants:
+        result.whatif_ns = simulate(trace, task, spans, mixes, leaves, variants)
+    return TraceExplanation(trace, task, segments, mixes, result)
+
+
+def analyze(
+    spans: Any,
+    variants: Sequence[Mapping[str, float]] = (),
+    *,
+    task_name: str | None = None,
+) -> list[TaskResult]:
+    """Attribute every task in a batch of whole traces.
+
+    ``spans`` is an Arrow table, a pandas DataFrame or a mapping of columns (see
+    ``agentscope.analysis.batch.COLUMNS``); ``variants`` are speedup maps to
+    re-simulate each task under; ``task_name`` keeps only tasks of that name.
+    """
+    batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
+    results = []
+    for rows in batch.traces():
+        trace = Trace.build(batch, rows)
+        for task in trace.tasks():
+            if task_name is not None and _task_name(trace, task) != task_name:
+                continue
+            results.append(explain(trace, task, variants).result)
+    return results
