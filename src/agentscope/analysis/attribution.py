@@ -152,6 +152,8 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> tuple[dict[int, Mix], set[
     A failed attempt and everything under it is ``retry.failed``; an HTTP span
     directly under an LLM call is that call's transport and takes the call's
     split; the LLM call's own time between its attempts is ``retry.backoff``.
+    Such a span is a leaf: what runs under it takes its mix, so attribution and
+    what-if treat it alike.
     """
     failed = failed_attempts(trace, spans)
     mixes: dict[int, Mix] = {}
@@ -159,7 +161,11 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> tuple[dict[int, Mix], set[
     kind, parent = trace.kind, trace.parent
     for i in spans:
         p = parent[i]
-        if i in failed or (p != -1 and mixes.get(p) is FAILED_MIX):
+        if p in leaves:
+            mixes[i] = mixes[p]
+            leaves.add(i)
+            continue
+        if i in failed:
             mixes[i] = FAILED_MIX
             leaves.add(i)
             continue
