@@ -1,10 +1,32 @@
-"""The Typer application behind the ``agentscope`` console script."""
+"""The Typer application behind the ``agentscope`` console script.
+
+Commands parse their options, call the core and render; errors become a plain
+message on stderr and an exit code (0 ok, 1 nothing to analyse, 2 bad input or
+usage), never a traceback.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
 import typer
+from agentscope.cli.render import blame_markdown, print_blame
+from agentscope.cli.waterfall import waterfall
+from rich.console import Console
 
 from agentscope import __version__
+from agentscope.analysis import categories
+from agentscope.analysis.chips import load_presets
+from agentscope.analysis.pipeline import blame_store, explain_stored_trace
+from agentscope.analysis.report import DEFAULT_SCENARIOS, trace_report
+from agentscope.analysis.whatif import Scenario
+from agentscope.store import Store, StoreError, default_store_path
 
 app = typer.Typer(
     name="agentscope",
@@ -13,6 +35,18 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+EXIT_NOTHING = 1
+EXIT_BAD_INPUT = 2
+
+
+class UsageProblem(Exception):
+    """Bad input or usage: printed as a message, exit code 2."""
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(code)
 
 
 def _version(value: bool) -> None:
@@ -23,11 +57,154 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Instrument agents, store their traces, blame the tail latency, budget the hardware."""
+
+
+@contextmanager
+def open_store(paths: list[Path] | None, store: Path | None) -> Iterator[Store]:
+    """The store to analyse: ``--store``, a store file given as PATH, or the default store."""
+    if paths:
+        if store is not None:
+            raise UsageProblem("give trace PATHs or --store, not both, until trace-file ingest is available")
+        if len(paths) > 1:
+            raise UsageProblem("give one store file as PATH")
+        target = paths[0]
+    else:
+        target = store if store is not None else Path(default_store_path())
+    if not target.exists():
+        raise UsageProblem(
+            f"store {target} does not exist (run your instrumented agent first, or pass --store)"
+        )
+    try:
+        opened = Store(target, read_only=True)
+    except StoreError as exc:
+        raise UsageProblem(str(exc)) from exc
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def parse_speedup(text: str) -> Scenario:
+    """``inference=3.6`` or ``inference.decode=6,tool=2`` → a scenario."""
+    speedups: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or not categories.valid_target(name):
+            raise UsageProblem(
+                f"--speedup {text!r}: expected CATEGORY=FACTOR with a category or component among "
+                f"{', '.join(categories.KEYS)} (or {', '.join(categories.CATEGORIES)})"
+            )
+        try:
+            factor = math.inf if value.strip().lower() in ("inf", "∞") else float(value)
+        except ValueError:
+            raise UsageProblem(f"--speedup {text!r}: {value!r} is not a number") from None
+        if not factor > 0:
+            raise UsageProblem(f"--speedup {text!r}: the factor must be positive")
+        speedups[name] = factor
+    words = ", ".join(f"{k} x{'∞' if math.isinf(v) else f'{v:g}'}" for k, v in speedups.items())
+    return Scenario(words, speedups)
+
+
+def scenarios_for(speedups: list[str], chip: str | None) -> tuple[list[Scenario], Scenario | None]:
+    scenarios = list(DEFAULT_SCENARIOS)
+    headline = None
+    for text in speedups:
+        headline = parse_speedup(text)
+        scenarios.append(headline)
+    if chip:
+        presets = load_presets()
+        if chip not in presets:
+            raise UsageProblem(f"unknown --chip {chip!r}; known presets: {', '.join(sorted(presets))}")
+        headline = presets[chip].scenario()
+        scenarios.append(headline)
+    return scenarios, headline
+
+
+def emit(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    else:
+        output.write_text(text, encoding="utf-8")
+
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="Store to read (default ./agentscope.duckdb or $AGENTSCOPE_STORE)."),
+]
+
+
+@app.command()
+def blame(
+    paths: Annotated[
+        list[Path] | None, typer.Argument(help="A store file to analyse instead of --store.")
+    ] = None,
+    store: StoreOption = None,
+    task: Annotated[str | None, typer.Option("--task", help="Only tasks with this name.")] = None,
+    percentile: Annotated[
+        float, typer.Option("--percentile", min=1, max=100, help="Budget at this percentile.")
+    ] = 95,
+    speedup: Annotated[
+        list[str] | None,
+        typer.Option("--speedup", help="A what-if scenario, CAT=F or CAT=F,CAT=F (repeatable)."),
+    ] = None,
+    chip: Annotated[str | None, typer.Option("--chip", help="A chip preset (see docs/cli.md).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="table, json or markdown.")] = "table",
+    output: Annotated[Path | None, typer.Option("--output", help="Write the report to this file.")] = None,
+) -> None:
+    """Where the p95 goes, and what a faster chip (or anything else) would change."""
+    try:
+        if fmt not in ("table", "json", "markdown"):
+            raise UsageProblem(f"--format {fmt!r}: choose table, json or markdown")
+        scenarios, headline = scenarios_for(speedup or [], chip)
+        with open_store(paths, store) as opened:
+            report = blame_store(opened, scenarios, percentile, task, headline)
+            where = opened.path
+    except UsageProblem as exc:
+        raise fail(str(exc)) from None
+    if report is None:
+        filtered = f" named {task!r}" if task else ""
+        raise fail(
+            f"no tasks{filtered} in {where}: a task is a span of kind task, an agent invocation, "
+            "or a trace root, with at least one llm or tool span under it",
+            EXIT_NOTHING,
+        )
+    if fmt == "json":
+        emit(json.dumps(report, indent=2), output)
+    elif fmt == "markdown":
+        emit(blame_markdown(report), output)
+    elif output is not None:
+        with output.open("w", encoding="utf-8") as handle:
+            print_blame(report, Console(file=handle, width=120))
+    else:
+        print_blame(report, Console())
+
+
+@app.command()
+def show(
+    trace_id: Annotated[str, typer.Argument(help="The trace to draw (32 hex digits).")],
+    store: StoreOption = None,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Draw one task's waterfall with its critical path marked."""
+    try:
+        if fmt not in ("table", "json"):
+            raise UsageProblem(f"--format {fmt!r}: choose table or json")
+        with open_store(None, store) as opened:
+            explanation = explain_stored_trace(opened, trace_id.lower())
+    except UsageProblem as exc:
+        raise fail(str(exc)) from None
+    if explanation is None:
+        raise fail(f"no task in trace {trace_id} (unknown trace, or no llm/tool span in it)", EXIT_NOTHING)
+    if fmt == "json":
+        emit(json.dumps(trace_report(explanation), indent=2), None)
+    else:
+        Console().print(waterfall(explanation))
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentscope.analysis import categories as C
-from agentscope.analysis.tasks import TaskResult
+from agentscope.analysis.tasks import TaskResult, TraceExplanation
 from agentscope.analysis.whatif import Scenario
 
 SCHEMA = "agentscope.blame/v1"
@@ -221,3 +221,41 @@ def blame(
     }
     report["verdict"] = verdict(percentile, _ms(p_ns), _ms(headline_new_ns), headline, budget, operations)
     return report
+
+
+TRACE_SCHEMA = "agentscope.trace/v1"
+
+
+def trace_report(explanation: TraceExplanation) -> dict[str, Any]:
+    """The ``agentscope.trace/v1`` object: one task's critical path and attribution.
+
+    A segment on a span whose time is mixed (an LLM call: queue, prefill, decode,
+    network) is listed as consecutive pieces, one per component, in that order.
+    """
+    trace, task, result = explanation.trace, explanation.task, explanation.result
+    origin = trace.start[task]
+    path = []
+    for span, a, b in explanation.segments:
+        cursor = float(a)
+        for key, fraction in explanation.mixes[span]:
+            piece_end = cursor + (b - a) * fraction
+            category, _, component = key.partition(".")
+            path.append(
+                {
+                    "span_id": trace.span_id(span),
+                    "name": trace.value("name", span),
+                    "category": category,
+                    "component": component or None,
+                    "start_ms": _ms(cursor - origin),
+                    "end_ms": _ms(piece_end - origin),
+                }
+            )
+            cursor = piece_end
+    return {
+        "schema": TRACE_SCHEMA,
+        "trace_id": result.trace_id,
+        "task": {"name": result.name, "span_id": result.span_id, "duration_ms": _ms(result.duration_ns)},
+        "critical_path": path,
+        "attribution": {category: _ms(ns) for category, ns in result.category_ns().items()},
+        "orphans": [trace.span_id(i) for i in trace.orphans],
+    }

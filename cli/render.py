@@ -1,0 +1,194 @@
+"""Render analysis results for people: rich tables for the terminal, markdown for documents."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+BAR_WIDTH = 30
+CATEGORY_COLORS = {
+    "inference": "magenta",
+    "queue": "yellow",
+    "network": "cyan",
+    "tool": "green",
+    "db": "blue",
+    "retry": "red",
+    "cpu": "white",
+    "other": "bright_black",
+}
+
+
+def ms_text(ms: float) -> str:
+    if ms >= 10_000:
+        return f"{ms / 1000:.1f} s"
+    if ms >= 1000:
+        return f"{ms / 1000:.2f} s"
+    return f"{ms:.1f} ms"
+
+
+def _bar(share: float, color: str) -> Text:
+    filled = share * BAR_WIDTH
+    whole = int(filled)
+    text = Text("█" * whole, style=color)
+    if filled - whole >= 0.5:
+        text.append("▌", style=color)
+    return text
+
+
+def _components(row: Mapping[str, Any]) -> str:
+    parts = [f"{name} {ms_text(ms)}" for name, ms in row["components"].items() if ms > 0.0005]
+    return ", ".join(parts)
+
+
+def _speedups(speedups: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}×{'∞' if value == 'inf' else f'{value:g}'}" for key, value in speedups.items())
+
+
+def blame_renderable(report: Mapping[str, Any]) -> Group:
+    """The blame report as a terminal page: headline numbers, budget bars, operations, what-if."""
+    latency = report["latency_ms"]
+    tasks = report["tasks"]
+    p = report["percentile"]
+    head = Text()
+    head.append(f"{tasks['count']} tasks", style="bold")
+    head.append(f" ({tasks['accepted']} accepted; {', '.join(tasks['names'])})   ")
+    for key in ("p50", "p95", "p99"):
+        head.append(f"{key} ", style="dim")
+        head.append(f"{ms_text(latency[key])}   ", style="bold")
+
+    budget = Table(title=f"What a p{p:g} task is made of", title_justify="left", box=None, pad_edge=False)
+    budget.add_column("category")
+    budget.add_column("ms", justify="right")
+    budget.add_column("share", justify="right")
+    budget.add_column("", min_width=BAR_WIDTH)
+    budget.add_column("components", style="dim")
+    for row in report["budget"]:
+        color = CATEGORY_COLORS[row["category"]]
+        budget.add_row(
+            Text(row["category"], style=color),
+            ms_text(row["ms"]),
+            f"{row['share']:.0%}",
+            _bar(row["share"], color),
+            _components(row),
+        )
+
+    operations = Table(title="Top operations on the critical path", title_justify="left", box=None)
+    operations.add_column("operation")
+    operations.add_column("category")
+    operations.add_column("ms", justify="right")
+    operations.add_column("share", justify="right")
+    operations.add_column("calls/task", justify="right")
+    for op in report["operations"][:8]:
+        operations.add_row(
+            op["name"], op["category"], ms_text(op["ms"]), f"{op['share']:.0%}", f"{op['calls_per_task']:.1f}"
+        )
+
+    whatif = Table(title="What if", title_justify="left", box=None)
+    whatif.add_column("scenario")
+    whatif.add_column("p50", justify="right")
+    whatif.add_column("p95", justify="right")
+    whatif.add_column("p95 change", justify="right")
+    whatif.add_column("p95 range", justify="right", style="dim")
+    for row in report["whatif"]:
+        low, high = row["p95_ms_range"]
+        whatif.add_row(
+            row["scenario"],
+            ms_text(row["p50_ms"]),
+            ms_text(row["p95_ms"]),
+            f"{row['p95_change']:+.1%}".replace("-", "−"),
+            f"{ms_text(low)} – {ms_text(high)}" if not math.isclose(low, high) else "",
+        )
+    serial = report["serial_llm_calls"]
+    notes = Text(
+        f"Serial LLM calls on the critical path: mean {serial['mean']:.1f}, p95 {serial['p95']}.  "
+        f"Inference time with a measured prefill/decode split: {report['inference_split_measured']:.0%}.",
+        style="dim",
+    )
+    verdict = Panel(Text(report["verdict"], style="bold"), title="verdict", title_align="left")
+    return Group(head, Text(), budget, Text(), operations, Text(), whatif, Text(), notes, verdict)
+
+
+def print_blame(report: Mapping[str, Any], console: Console) -> None:
+    console.print(blame_renderable(report))
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def blame_markdown(report: Mapping[str, Any]) -> str:
+    """The blame report as a markdown section, same numbers as the JSON."""
+    latency = report["latency_ms"]
+    tasks = report["tasks"]
+    p = report["percentile"]
+    lines = [
+        f"## Latency blame: {', '.join(tasks['names'])}",
+        "",
+        f"**{report['verdict']}**",
+        "",
+        f"{tasks['count']} tasks ({tasks['accepted']} accepted). "
+        f"p50 {ms_text(latency['p50'])}, p90 {ms_text(latency['p90'])}, p95 {ms_text(latency['p95'])}, "
+        f"p99 {ms_text(latency['p99'])}, mean {ms_text(latency['mean'])}, max {ms_text(latency['max'])}.",
+        "",
+        f"### What a p{p:g} task is made of",
+        "",
+        _md_row(["category", "ms", "share", "components"]),
+        _md_row(["---", "---:", "---:", "---"]),
+    ]
+    for row in report["budget"]:
+        lines.append(_md_row([row["category"], f"{row['ms']:.1f}", f"{row['share']:.1%}", _components(row)]))
+    lines += [
+        "",
+        "### Top operations on the critical path",
+        "",
+        _md_row(["operation", "category", "ms", "share", "calls/task"]),
+        _md_row(["---", "---", "---:", "---:", "---:"]),
+    ]
+    for op in report["operations"]:
+        lines.append(
+            _md_row(
+                [
+                    op["name"],
+                    op["category"],
+                    f"{op['ms']:.1f}",
+                    f"{op['share']:.1%}",
+                    f"{op['calls_per_task']:.2f}",
+                ]
+            )
+        )
+    lines += [
+        "",
+        "### What if",
+        "",
+        _md_row(["scenario", "speedups", "p50 ms", "p95 ms", "p95 change", "p95 range ms"]),
+        _md_row(["---", "---", "---:", "---:", "---:", "---"]),
+    ]
+    for row in report["whatif"]:
+        low, high = row["p95_ms_range"]
+        lines.append(
+            _md_row(
+                [
+                    row["scenario"],
+                    _speedups(row["speedups"]),
+                    f"{row['p50_ms']:.1f}",
+                    f"{row['p95_ms']:.1f}",
+                    f"{row['p95_change']:+.1%}",
+                    f"{low:.1f} – {high:.1f}",
+                ]
+            )
+        )
+    serial = report["serial_llm_calls"]
+    lines += [
+        "",
+        f"Serial LLM calls on the critical path: mean {serial['mean']:.2f}, p95 {serial['p95']}. "
+        f"Share of inference time with a measured prefill/decode split: "
+        f"{report['inference_split_measured']:.1%}.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""Read spans out of a store in the shape the analyzer takes (``analysis.batch.COLUMNS``).
+
+Attributes are pulled out of the JSON column by DuckDB, so Python only sees
+typed columns.  Traces are read in buckets (a hash of the trace id), each a
+batch of whole traces, so memory stays bounded whatever the store's size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from agentscope import attributes as A
+from agentscope.store.store import Store
+
+SPANS_PER_BUCKET = 250_000
+
+_EXTRACTED = (
+    ("operation", A.GEN_AI_OPERATION_NAME, "VARCHAR"),
+    ("tool_name", A.GEN_AI_TOOL_NAME, "VARCHAR"),
+    ("request_model", A.GEN_AI_REQUEST_MODEL, "VARCHAR"),
+    ("response_model", A.GEN_AI_RESPONSE_MODEL, "VARCHAR"),
+    ("db_system", A.DB_SYSTEM_NAME, "VARCHAR"),
+    ("db_system_old", "db.system", "VARCHAR"),
+    ("db_operation", A.DB_OPERATION_NAME, "VARCHAR"),
+    ("server_address", A.SERVER_ADDRESS, "VARCHAR"),
+    ("peer_name", "net.peer.name", "VARCHAR"),
+    ("attempt", A.ATTEMPT, "BIGINT"),
+    ("ttft_s", A.GEN_AI_RESPONSE_TTFC, "DOUBLE"),
+    ("stream_wait_ns", A.STREAM_WAIT_NS, "BIGINT"),
+    ("server_queue_ms", A.SERVER_QUEUE_MS, "DOUBLE"),
+    ("server_prefill_ms", A.SERVER_PREFILL_MS, "DOUBLE"),
+    ("server_decode_ms", A.SERVER_DECODE_MS, "DOUBLE"),
+    ("server_total_ms", A.SERVER_TOTAL_MS, "DOUBLE"),
+    ("task_name", A.TASK_NAME, "VARCHAR"),
+    ("accepted", A.TASK_ACCEPTED, "BOOLEAN"),
+    ("input_tokens", A.GEN_AI_USAGE_INPUT_TOKENS, "BIGINT"),
+    ("output_tokens", A.GEN_AI_USAGE_OUTPUT_TOKENS, "BIGINT"),
+    ("cached_tokens", A.GEN_AI_USAGE_CACHED_INPUT_TOKENS, "BIGINT"),
+)
+
+_PATHS = ", ".join(f"'$.\"{key}\"'" for _, key, _ in _EXTRACTED)
+_VALUES = ",\n    ".join(
+    f"TRY_CAST(v[{i}] AS {sql_type}) AS {name}" for i, (name, _, sql_type) in enumerate(_EXTRACTED, start=1)
+)
+
+ANALYSIS_SELECT = f"""
+SELECT trace_id, span_id, parent_id, name, kind, span_kind, start_ns, end_ns, status, thread_id, cpu_ns,
+    operation, attempt, ttft_s, stream_wait_ns, server_queue_ms, server_prefill_ms, server_decode_ms,
+    server_total_ms, task_name, accepted, input_tokens, output_tokens, cached_tokens,
+    CASE kind
+        WHEN 'tool' THEN coalesce(tool_name, name)
+        WHEN 'llm' THEN coalesce(response_model, request_model, name)
+        WHEN 'db' THEN coalesce(coalesce(db_system, db_system_old) || ' ' || db_operation,
+                                coalesce(db_system, db_system_old), name)
+        WHEN 'http' THEN coalesce(server_address, peer_name, name)
+        ELSE name
+    END AS label
+FROM (
+    SELECT *, {_VALUES}
+    FROM (SELECT *, json_extract_string(attributes, [{_PATHS}]) AS v FROM spans WHERE {{where}})
+)
+"""
+"""The analyzer's columns for the spans matching ``{where}``."""
+
+
+def buckets_for(store: Store) -> int:
+    """How many hash buckets keep each batch near ``SPANS_PER_BUCKET`` spans."""
+    return max(1, math.ceil(store.span_count() / SPANS_PER_BUCKET))
+
+
+def span_batches(store: Store) -> Iterator[pa.Table]:
+    """Every trace in the store, as Arrow batches of whole traces."""
+    buckets = buckets_for(store)
+    for bucket in range(buckets):
+        where = "true" if buckets == 1 else f"hash(trace_id) % {buckets} = {bucket}"
+        yield store.con.sql(ANALYSIS_SELECT.format(where=where)).to_arrow_table()
+
+
+def trace_spans(store: Store, trace_id: str) -> pa.Table:
+    """One trace's spans in the analyzer's columns."""
+    return store.con.sql(ANALYSIS_SELECT.format(where="trace_id = ?"), params=[trace_id]).to_arrow_table()
