@@ -118,11 +118,10 @@ def verdict(
     largest = max(budget, key=lambda row: row["ms"])
     leader = next((op for op in operations if op["category"] == largest["category"]), None)
     led_by = f", led by {leader['name']}" if leader else ""
+    percent = f"{change:+.0%}".replace("-", "−")
     return (
         f"{_scenario_words(headline)} would cut {label} from {_seconds(p_ms)} to {_seconds(new_ms)} "
-        f"({change:+.0%}".replace("-", "−")
-        + f"); {largest['share']:.0%} of the {label} is "
-        f"{CATEGORY_WORDS[largest['category']]}{led_by}."
+        f"({percent}); {largest['share']:.0%} of the {label} is {CATEGORY_WORDS[largest['category']]}{led_by}."
     )
 
 
