@@ -121,7 +121,8 @@ def verdict(
     percent = f"{change:+.0%}".replace("-", "−")
     return (
         f"{_scenario_words(headline)} would cut {label} from {_seconds(p_ms)} to {_seconds(new_ms)} "
-        f"({percent}); {largest['share']:.0%} of the {label} is {CATEGORY_WORDS[largest['category']]}{led_by}."
+        f"({percent}); {largest['share']:.0%} of the {label} is "
+        f"{CATEGORY_WORDS[largest['category']]}{led_by}."
     )
 
 
