@@ -193,7 +193,12 @@ class Recording:
     def finish(
         self, error: BaseException | None, cpu_ns: int, extra: Mapping[str, Any] | None = None
     ) -> None:
-        """Record the outcome and CPU time and end the span."""
+        """Record the outcome and CPU time and end the span.
+
+        The end time is taken first: recording an exception formats its traceback,
+        which is the SDK's time, not the span's.
+        """
+        end_ns = now_ns()
         try:
             span = self.span
             span.set_attribute(A.CPU_NS, cpu_ns)
@@ -206,7 +211,7 @@ class Recording:
             if self.task is not None:
                 accepted = self.task.accepted
                 span.set_attribute(A.TASK_ACCEPTED, error is None if accepted is None else accepted)
-            span.end(end_time=now_ns())
+            span.end(end_time=end_ns)
         except Exception as exc:
             report("ending a span", exc)
 

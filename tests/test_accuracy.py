@@ -1,0 +1,201 @@
+"""Blame against ground truth: an SDK-instrumented agent whose steps have known durations."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+
+import agentscope as ags
+from agentscope.analysis.pipeline import blame_store
+from agentscope.analysis.report import DEFAULT_SCENARIOS
+from agentscope.analysis.whatif import Scenario
+from agentscope.store import Store
+from agentscope.store.writer import StoreSpanProcessor
+
+TASKS = 50
+DESIGNED_MS = {
+    "cpu": 30,
+    "db": 15,
+    "tool": 28,
+    "network": 10,
+    "queue": 5,
+    "inference": 25,
+    "retry": 16,
+    "other": 30,
+}
+"""What each task is built to spend, by category (the budget is checked against stopwatches, below)."""
+
+
+WATCH: dict[str, float] = {}
+"""Stopwatch readings (ms) of the task in progress, taken inside each span, independent of the SDK."""
+
+
+@contextmanager
+def stopwatch(category: str) -> Iterator[None]:
+    t0, c0 = time.perf_counter(), time.thread_time()
+    try:
+        yield
+    finally:
+        wall, cpu = (time.perf_counter() - t0) * 1000, (time.thread_time() - c0) * 1000
+        if category == "cpu":  # busy code that was descheduled was waiting, not computing
+            WATCH["other"] = WATCH.get("other", 0.0) + max(0.0, wall - cpu)
+            wall = min(wall, cpu)
+        WATCH[category] = WATCH.get(category, 0.0) + wall
+        WATCH["parts_cpu"] = WATCH.get("parts_cpu", 0.0) + cpu
+
+
+def busy(ms: float) -> None:
+    end = time.thread_time() + ms / 1000
+    while time.thread_time() < end:
+        pass
+
+
+@ags.step
+def plan() -> None:
+    with stopwatch("cpu"):
+        busy(30)
+
+
+@ags.db(system="postgresql", operation="SELECT")
+def load_customer() -> None:
+    with stopwatch("db"):
+        time.sleep(0.015)
+
+
+@ags.tool("search_kb")
+def search_kb() -> None:
+    with stopwatch("tool"):
+        time.sleep(0.020)
+
+
+@ags.llm(model="gpt-oss-120b", provider="groq")
+def draft() -> str:
+    with stopwatch("llm"):
+        time.sleep(0.030)
+        ags.current_llm().server_timing(queue_ms=5, prefill_ms=10, decode_ms=15)
+    return "reply"
+
+
+@ags.tool("billing")
+def billing(fail: bool) -> None:
+    with stopwatch("retry" if fail else "tool"):
+        time.sleep(0.008)
+        if fail:
+            raise TimeoutError("billing timed out")
+
+
+@ags.task("ticket")
+def ticket_body() -> None:
+    plan()
+    load_customer()
+    search_kb()
+    with ags.span("GET crm", kind="http"), stopwatch("network"):
+        time.sleep(0.010)
+    try:
+        billing(fail=True)
+    except TimeoutError:
+        with ags.backoff(planned_s=0.008, attempt=1), stopwatch("retry"):
+            time.sleep(0.008)
+        billing(fail=False)
+    draft()
+    with stopwatch("other"):
+        time.sleep(0.030)
+
+
+def ticket() -> tuple[float, dict[str, float]]:
+    """Run one task; its wall time and the stopwatch truth per category (ms)."""
+    WATCH.clear()
+    t0, c0 = time.perf_counter(), time.thread_time()
+    ticket_body()
+    wall, cpu = (time.perf_counter() - t0) * 1000, (time.thread_time() - c0) * 1000
+    watch = dict(WATCH)
+    llm = watch.pop("llm")
+    watch["queue"], watch["inference"] = 5.0, 25.0
+    watch["network"] += llm - 30.0
+    # Glue between the parts (Python, span bookkeeping): its CPU is cpu, the rest is waiting.
+    parts_cpu = watch.pop("parts_cpu")
+    glue_wall = wall - sum(watch.values())
+    glue_cpu = min(glue_wall, max(0.0, cpu - parts_cpu))
+    watch["cpu"] += glue_cpu
+    watch["other"] += glue_wall - glue_cpu
+    return wall, watch
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory):
+    path = tmp_path_factory.mktemp("accuracy") / "truth.duckdb"
+    # The writer thread waits until shutdown, so its GIL time cannot land inside a measured task.
+    writer = StoreSpanProcessor(path, flush_interval_s=3600)
+    ags.init(store=None, instrument=False, span_processors=[writer])
+    runs = [ticket() for _ in range(TASKS)]
+    ags.shutdown()
+    double = Scenario("inference x2", {"inference": 2.0})
+    with Store(path, read_only=True) as store:
+        report = blame_store(store, [*DEFAULT_SCENARIOS, double])
+        durations = store.con.execute(
+            "SELECT (end_ns - start_ns) / 1e6 FROM spans WHERE kind = 'task' ORDER BY start_ns"
+        ).fetchall()
+    # Rank the stopwatch runs by the stored task durations, so both sides pick the same tasks.
+    return report, [(ms, watch) for (ms,), (_, watch) in zip(durations, runs, strict=True)]
+
+
+@pytest.fixture(scope="module")
+def report(measured):
+    return measured[0]
+
+
+def expected_budget(runs) -> dict[str, float]:
+    """The stopwatch truth of a p95 task: mean of ranks ⌈92.5%·N⌉..⌈97.5%·N⌉, scaled to the p95."""
+    ranked = sorted(runs, key=lambda run: run[0])
+    n = len(ranked)
+    window = ranked[math.ceil(0.925 * n) - 1 : math.ceil(0.975 * n)]
+    p95 = ranked[math.ceil(0.95 * n) - 1][0]
+    mean = {c: sum(watch[c] for _, watch in window) / len(window) for c in DESIGNED_MS}
+    scale = p95 / sum(mean.values())
+    return {c: v * scale for c, v in mean.items()}
+
+
+def test_budget_matches_stopwatch_truth_per_category(measured):
+    report, runs = measured
+    assert report["tasks"]["count"] == TASKS
+    budget = {row["category"]: row["ms"] for row in report["budget"]}
+    truth = expected_budget(runs)
+    for category, expected in truth.items():
+        assert budget[category] == pytest.approx(expected, rel=0.05), (category, budget, truth)
+        assert budget[category] == pytest.approx(DESIGNED_MS[category], rel=0.5, abs=3), category
+    assert sum(budget.values()) == pytest.approx(report["latency_ms"]["p95"], rel=1e-9)
+
+
+def test_components_match_the_reported_server_timings(report):
+    rows = {row["category"]: row["components"] for row in report["budget"]}
+    assert rows["inference"]["prefill"] == pytest.approx(10, rel=0.05)
+    assert rows["inference"]["decode"] == pytest.approx(15, rel=0.05)
+    assert rows["queue"]["provider"] == pytest.approx(5, rel=0.05)
+    assert rows["retry"]["failed"] + rows["retry"]["backoff"] == pytest.approx(16, rel=0.1)
+
+
+def test_whatif_matches_the_analytic_saving(report):
+    p95 = report["latency_ms"]["p95"]
+    rows = {row["scenario"]: row for row in report["whatif"]}
+    # Sequential task: inference ×f saves 25 ms · (1 − 1/f).
+    for name, f in (("inference x2", 2.0), ("inference x3.6", 3.6), ("inference x∞", float("inf"))):
+        expected = p95 - 25.0 * (1 - 1 / f)
+        assert rows[name]["p95_ms"] == pytest.approx(expected, rel=0.05), name
+    assert rows["inference x∞"]["speedups"] == {"inference": "inf"}
+    assert report["inference_split_measured"] == pytest.approx(1.0)
+    assert report["serial_llm_calls"] == {"mean": 1.0, "p95": 1}
+
+
+def test_operations_name_what_the_time_went_to(report):
+    operations = {op["name"]: op for op in report["operations"]}
+    assert operations["search_kb"]["category"] == "tool"
+    assert operations["search_kb"]["ms"] == pytest.approx(20, rel=0.05)
+    assert operations["billing"]["calls_per_task"] == 2
+    assert operations["gpt-oss-120b"]["category"] == "inference"
+    assert operations["postgresql SELECT"]["ms"] == pytest.approx(15, rel=0.05)
+    assert report["verdict"].startswith("A 3.6× faster inference chip would cut p95 from ")
+    assert "untraced waits" in report["verdict"] or "the agent's own CPU" in report["verdict"]
