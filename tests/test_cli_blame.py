@@ -1,0 +1,208 @@
+"""agentscope blame and show: output formats, schemas, exit codes, and no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from agentscope.cli import app
+from typer.testing import CliRunner
+
+from agentscope import attributes as A
+from agentscope.store import Store
+from agentscope.store.schema import rows_to_table
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
+MS = 1_000_000
+runner = CliRunner()
+
+
+def row(trace, span_id, parent, kind, start_ms, end_ms, name=None, **attributes):
+    return (
+        trace,
+        span_id,
+        parent,
+        name or span_id,
+        kind,
+        "INTERNAL",
+        int(start_ms * MS),
+        int(end_ms * MS),
+        "UNSET",
+        None,
+        "svc",
+        "test",
+        1,
+        None,
+        json.dumps(attributes),
+    )
+
+
+@pytest.fixture
+def store_path(tmp_path) -> Path:
+    """20 tasks: task k lasts 100+k ms: a 40 ms LLM call (server timings) then a 30+k ms tool."""
+    rows = []
+    for k in range(20):
+        trace = f"{k:032x}"
+        rows += [
+            row(trace, f"{k:015x}a", None, "task", 0, 100 + k, "ticket", **{A.TASK_NAME: "ticket"}),
+            row(
+                trace,
+                f"{k:015x}b",
+                f"{k:015x}a",
+                "llm",
+                10,
+                50,
+                "chat m",
+                **{
+                    A.GEN_AI_REQUEST_MODEL: "gpt-oss-120b",
+                    A.SERVER_QUEUE_MS: 5,
+                    A.SERVER_PREFILL_MS: 10,
+                    A.SERVER_DECODE_MS: 20,
+                    A.GEN_AI_USAGE_INPUT_TOKENS: 100,
+                },
+            ),
+            row(
+                trace,
+                f"{k:015x}c",
+                f"{k:015x}a",
+                "tool",
+                60,
+                90 + k,
+                "execute_tool search_kb",
+                **{A.GEN_AI_TOOL_NAME: "search_kb"},
+            ),
+        ]
+    path = tmp_path / "cli.duckdb"
+    with Store(path) as store:
+        store.insert(rows_to_table(rows))
+    return path
+
+
+def blame_json(*args) -> dict:
+    result = runner.invoke(app, ["blame", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_blame_json_validates_and_has_the_expected_numbers(store_path):
+    report = blame_json("--store", str(store_path))
+    jsonschema.validate(report, json.loads((SCHEMAS / "blame.v1.schema.json").read_text()))
+    assert report["tasks"] == {"count": 20, "accepted": 20, "names": ["ticket"]}
+    assert report["latency_ms"]["p95"] == pytest.approx(118)  # nearest rank: the 19th of 100..119
+    assert report["latency_ms"]["p50"] == pytest.approx(109)
+    budget = {r["category"]: r for r in report["budget"]}
+    # window: ranks ⌈18.5⌉..⌈19.5⌉ = 19..20 (118 and 119 ms), averaged, scaled to 118 ms.
+    assert budget["inference"]["components"] == {
+        "prefill": pytest.approx(10 * 118 / 118.5),
+        "decode": pytest.approx(20 * 118 / 118.5),
+        "unsplit": 0.0,
+    }
+    assert sum(r["ms"] for r in report["budget"]) == pytest.approx(118)
+    ops = {op["name"]: op for op in report["operations"]}
+    assert ops["search_kb"]["calls_per_task"] == 1 and ops["gpt-oss-120b"]["category"] == "inference"
+    whatif = {w["scenario"]: w for w in report["whatif"]}
+    assert whatif["inference x∞"]["p95_ms"] == pytest.approx(118 - 30)
+    assert whatif["inference x∞"]["p95_change"] == pytest.approx(-30 / 118)
+    assert report["verdict"].startswith("A 3.6× faster inference chip would cut p95 from 118 ms to")
+
+
+def test_speedups_chip_task_and_percentile(store_path):
+    report = blame_json(
+        "--store",
+        str(store_path),
+        "--speedup",
+        "tool=2",
+        "--speedup",
+        "inference.decode=4,queue=2",
+        "--chip",
+        "jalapeno-deepseek-r1",
+        "--percentile",
+        "50",
+        "--task",
+        "ticket",
+    )
+    names = [w["scenario"] for w in report["whatif"]]
+    assert names[-3:] == ["tool x2", "inference.decode x4, queue x2", "chip jalapeno-deepseek-r1"]
+    assert report["percentile"] == 50
+    assert report["verdict"].startswith("The jalapeno-deepseek-r1 preset would cut p50")
+    tool = next(w for w in report["whatif"] if w["scenario"] == "tool x2")
+    assert tool["p95_ms"] == pytest.approx(85 + 18 / 2)  # task k: 100 + k − (30 + k) / 2; 19th of 20
+
+
+def test_markdown_and_table_carry_the_same_numbers(store_path, tmp_path):
+    report = blame_json("--store", str(store_path))
+    markdown = runner.invoke(app, ["blame", "--store", str(store_path), "--format", "markdown"]).stdout
+    assert report["verdict"] in markdown
+    assert f"| tool | {next(r['ms'] for r in report['budget'] if r['category'] == 'tool'):.1f} |" in markdown
+    out = tmp_path / "report.txt"
+    result = runner.invoke(app, ["blame", "--store", str(store_path), "--output", str(out)])
+    assert result.exit_code == 0
+    text = out.read_text()
+    assert "What a p95 task is made of" in text and "search_kb" in text and "verdict" in text
+
+
+def test_store_given_as_path(store_path):
+    assert blame_json(str(store_path))["tasks"]["count"] == 20
+
+
+def test_show_json_and_waterfall(store_path):
+    trace_id = f"{3:032x}"
+    result = runner.invoke(app, ["show", trace_id, "--store", str(store_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, json.loads((SCHEMAS / "trace.v1.schema.json").read_text()))
+    assert data["task"]["duration_ms"] == pytest.approx(103)
+    path = data["critical_path"]
+    assert path[0]["start_ms"] == 0 and path[-1]["end_ms"] == pytest.approx(103)
+    assert [p["component"] for p in path if p["category"] in ("inference", "queue")] == [
+        "provider",
+        "prefill",
+        "decode",
+    ]
+    assert data["attribution"]["tool"] == pytest.approx(33)
+    table = runner.invoke(app, ["show", trace_id, "--store", str(store_path)])
+    assert table.exit_code == 0 and "search_kb" in table.stdout and "●" in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["blame", "--store", "missing.duckdb"], 2, "does not exist"),
+        (["blame", "--speedup", "gpu=2"], 2, "expected CATEGORY=FACTOR"),
+        (["blame", "--speedup", "tool=fast"], 2, "is not a number"),
+        (["blame", "--speedup", "tool=0"], 2, "must be positive"),
+        (["blame", "--chip", "h100"], 2, "unknown --chip"),
+        (["blame", "--format", "xml"], 2, "choose table, json or markdown"),
+        (["blame", "--task", "nope"], 1, "no tasks named 'nope'"),
+        (["show", "f" * 32], 1, "no task in trace"),
+    ],
+)
+def test_errors_are_messages_with_exit_codes(store_path, args, code, message):
+    env = {**os.environ, "AGENTSCOPE_STORE": str(store_path), "COLUMNS": "200"}
+    result = subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == code, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_file_that_is_not_a_store_is_refused_plainly(tmp_path):
+    bogus = tmp_path / "notes.txt"
+    bogus.write_text("hello")
+    result = runner.invoke(app, ["blame", str(bogus)])
+    assert result.exit_code == 2
+    assert "cannot open store" in result.output or "not an agentscope store" in result.output
+
+
+def test_empty_store_says_so(tmp_path):
+    path = tmp_path / "empty.duckdb"
+    Store(path).close()
+    result = runner.invoke(app, ["blame", "--store", str(path)])
+    assert result.exit_code == 1
+    assert "no tasks" in result.output
