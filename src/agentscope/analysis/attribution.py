@@ -38,14 +38,15 @@ def llm_components(trace: Trace, i: int, duration: int) -> list[tuple[str, float
     """The LLM split of DESIGN §4 for ``duration`` ns of call ``i``, in ns; ``caller`` is the caller's."""
     if duration <= 0:
         return [(C.UNSPLIT, 0.0)]
-    wait = trace.value("stream_wait_ns", i)
+    batch, row = trace.batch, trace.rows[i]
+    wait = batch["stream_wait_ns"][row]
     caller = float(max(0, duration - wait)) if wait is not None else 0.0
     inner = duration - caller
-    queue = _ms_to_ns(trace.value("server_queue_ms", i))
-    prefill = _ms_to_ns(trace.value("server_prefill_ms", i))
-    decode = _ms_to_ns(trace.value("server_decode_ms", i))
-    total = _ms_to_ns(trace.value("server_total_ms", i))
-    ttft = trace.value("ttft_s", i)
+    queue = _ms_to_ns(batch["server_queue_ms"][row])
+    prefill = _ms_to_ns(batch["server_prefill_ms"][row])
+    decode = _ms_to_ns(batch["server_decode_ms"][row])
+    total = _ms_to_ns(batch["server_total_ms"][row])
+    ttft = batch["ttft_s"][row]
     parts: list[tuple[str, float]]
     if queue is not None or prefill is not None or decode is not None:
         q, p, d = queue or 0.0, prefill or 0.0, decode or 0.0
@@ -100,17 +101,18 @@ def _union_ns(intervals: list[tuple[int, int]]) -> int:
 
 def _cpu_mix(trace: Trace, i: int) -> Mix:
     """cpu/other split of a task/agent/step's self time by its own CPU share."""
-    cpu = trace.value("cpu_ns", i)
+    rows, cpus, threads = trace.rows, trace.batch["cpu_ns"], trace.batch["thread_id"]
+    cpu = cpus[rows[i]]
     if cpu is None:
         return (("other", 1.0),)
     s, e = trace.start[i], trace.end[i]
-    thread = trace.value("thread_id", i)
+    thread = threads[rows[i]]
     children = trace.children[i]
     own_cpu = cpu
     intervals = []
     for c in children:
-        if thread is not None and trace.value("thread_id", c) == thread:
-            own_cpu -= trace.value("cpu_ns", c) or 0
+        if thread is not None and threads[rows[c]] == thread:
+            own_cpu -= cpus[rows[c]] or 0
         cs, ce = max(trace.start[c], s), min(trace.end[c], e)
         if ce > cs:
             intervals.append((cs, ce))
@@ -126,19 +128,19 @@ def _cpu_mix(trace: Trace, i: int) -> Mix:
 def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
     """Spans that ended in error and were followed by another attempt of the same operation."""
     failed = set()
-    status = trace.batch["status"]
-    rows = trace.rows
+    status, attempts = trace.batch["status"], trace.batch["attempt"]
+    rows, labels = trace.rows, trace.label
     for i in spans:
         kids = trace.children[i]
         errors = [c for c in kids if status[rows[c]] == "ERROR"]
         for c in errors:
-            key = trace.value("label", c) or trace.value("name", c)
-            attempt = trace.value("attempt", c)
+            key = labels[c]
+            attempt = attempts[rows[c]]
             for other in kids:
                 if other == c or trace.start[other] < trace.end[c]:
                     continue
-                other_attempt = trace.value("attempt", other)
-                if (trace.value("label", other) or trace.value("name", other)) == key or (
+                other_attempt = attempts[rows[other]]
+                if labels[other] == key or (
                     attempt is not None and other_attempt is not None and other_attempt > attempt
                 ):
                     failed.add(c)

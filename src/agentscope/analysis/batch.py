@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+
 REQUIRED = ("span_id", "start_ns", "end_ns")
 COLUMNS = (
     "trace_id",
@@ -64,12 +66,20 @@ INT_COLUMNS = frozenset({"start_ns", "end_ns", "thread_id", "cpu_ns", "attempt",
 INT_COLUMNS |= {"input_tokens", "output_tokens", "cached_tokens"}
 
 
+def _arrow_column(column: Any) -> list[Any]:
+    """Arrow gives nulls as None already; only floating columns can hold NaN."""
+    values = column.to_pylist()
+    if pa.types.is_floating(column.type):
+        return [None if v is not None and v != v else v for v in values]
+    return values
+
+
 def _column(container: Any, name: str, length: int) -> list[Any]:
     if hasattr(container, "column_names"):
         if name not in container.column_names:
             return [None] * length
-        values = container.column(name).to_pylist()
-    elif hasattr(container, "columns") and hasattr(container, "iloc"):
+        return _arrow_column(container.column(name))
+    if hasattr(container, "columns") and hasattr(container, "iloc"):
         if name not in container.columns:
             return [None] * length
         values = container[name].tolist()

@@ -5,7 +5,11 @@ The only place the analysis stage touches I/O; everything it calls is pure.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from collections import deque
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from agentscope.analysis import report
@@ -16,16 +20,41 @@ from agentscope.analysis.whatif import Scenario
 from agentscope.store.query import span_batches, trace_spans
 from agentscope.store.store import Store
 
+PARALLEL_MIN_SPANS = 200_000
+"""Below this many spans, starting worker processes costs more than it saves."""
+
+
+def default_workers(store: Store) -> int:
+    """One worker per core for large stores, else analyse in this process."""
+    return (os.cpu_count() or 1) if store.span_count() >= PARALLEL_MIN_SPANS else 1
+
 
 def task_results(
     store: Store,
     variants: Sequence[Mapping[str, float]] = (),
     task_name: str | None = None,
+    workers: int | None = None,
 ) -> list[TaskResult]:
-    """Every task in the store (optionally only those named ``task_name``)."""
+    """Every task in the store (optionally only those named ``task_name``).
+
+    Batches of whole traces are independent, so with ``workers`` > 1 they are
+    analysed in worker processes, at most one batch ahead of each worker.
+    """
+    workers = default_workers(store) if workers is None else workers
     results: list[TaskResult] = []
-    for batch in span_batches(store):
-        results.extend(analyze(batch, variants, task_name=task_name))
+    if workers <= 1:
+        for batch in span_batches(store):
+            results.extend(analyze(batch, variants, task_name=task_name))
+        return results
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        pending: deque[Future[list[TaskResult]]] = deque()
+        for batch in span_batches(store):
+            pending.append(pool.submit(analyze, batch, variants, task_name=task_name))
+            while len(pending) > workers:
+                results.extend(pending.popleft().result())
+        while pending:
+            results.extend(pending.popleft().result())
     return results
 
 
@@ -35,9 +64,10 @@ def blame_store(
     percentile: float = 95,
     task_name: str | None = None,
     headline: Scenario | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any] | None:
     """The ``agentscope.blame/v1`` report of the store, or None when it holds no task."""
-    results = task_results(store, report.variants(scenarios), task_name)
+    results = task_results(store, report.variants(scenarios), task_name, workers)
     if not results:
         return None
     return report.blame(results, scenarios, percentile, headline)

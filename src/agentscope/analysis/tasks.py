@@ -17,7 +17,7 @@ from agentscope.analysis.attribution import OPERATION_KINDS, Mix, span_mixes
 from agentscope.analysis.batch import SpanBatch
 from agentscope.analysis.critical_path import Segment, critical_path
 from agentscope.analysis.trace import Trace
-from agentscope.analysis.whatif import simulate
+from agentscope.analysis.whatif import reductions, simulate
 
 
 @dataclass
@@ -62,11 +62,11 @@ class TraceExplanation:
 def _operation_chains(trace: Trace, spans: Sequence[int]) -> dict[int, tuple[str, ...]]:
     """For each span, the labels of the named operations enclosing it (itself included)."""
     chains: dict[int, tuple[str, ...]] = {}
-    kind, parent = trace.kind, trace.parent
+    kind, parent, labels = trace.kind, trace.parent, trace.label
     for i in spans:
         inherited = chains.get(parent[i], ())
         if kind[i] in OPERATION_KINDS:
-            label = trace.value("label", i) or trace.value("name", i)
+            label = labels[i]
             if label not in inherited:
                 inherited = (*inherited, label)
         chains[i] = inherited
@@ -81,11 +81,20 @@ def _accepted(trace: Trace, task: int) -> bool:
 
 
 def _task_name(trace: Trace, task: int) -> str:
-    return trace.value("task_name", task) or trace.value("label", task) or trace.value("name", task) or "task"
+    return trace.value("task_name", task) or trace.label[task] or "task"
 
 
-def explain(trace: Trace, task: int, variants: Sequence[Mapping[str, float]] = ()) -> TraceExplanation:
-    """Critical path, mixes and attribution of one task."""
+def explain(
+    trace: Trace,
+    task: int,
+    variants: Sequence[Mapping[str, float]] = (),
+    *,
+    tables: Sequence[Mapping[str, float]] | None = None,
+) -> TraceExplanation:
+    """Critical path, mixes and attribution of one task, re-simulated under each variant.
+
+    ``tables`` are ``whatif.reductions(variants)``, passed in when explaining many tasks.
+    """
     spans = trace.descendants(task)
     mixes, leaves = span_mixes(trace, spans)
     segments = critical_path(trace, task)
@@ -105,15 +114,18 @@ def explain(trace: Trace, task: int, variants: Sequence[Mapping[str, float]] = (
             serial_llm.add(span)
     operations: dict[str, tuple[str, float, int]] = {}
     llm_calls = input_tokens = output_tokens = cached_tokens = 0
+    rows, batch, parent = trace.rows, trace.batch, trace.parent
+    inputs, outputs, cached = batch["input_tokens"], batch["output_tokens"], batch["cached_tokens"]
     for i in spans:
         k = kind[i]
         if k == "llm":
+            row = rows[i]
             llm_calls += 1
-            input_tokens += trace.value("input_tokens", i) or 0
-            output_tokens += trace.value("output_tokens", i) or 0
-            cached_tokens += trace.value("cached_tokens", i) or 0
-        if k in OPERATION_KINDS and not (k == "http" and kind[trace.parent[i]] == "llm"):
-            label = trace.value("label", i) or trace.value("name", i)
+            input_tokens += inputs[row] or 0
+            output_tokens += outputs[row] or 0
+            cached_tokens += cached[row] or 0
+        if k in OPERATION_KINDS and not (k == "http" and kind[parent[i]] == "llm"):
+            label = trace.label[i]
             category, _, calls = operations.get(label, (OPERATION_KINDS[k], 0.0, 0))
             operations[label] = (category, path_ns.get(label, 0.0), calls + 1)
     result = TaskResult(
@@ -132,7 +144,7 @@ def explain(trace: Trace, task: int, variants: Sequence[Mapping[str, float]] = (
         cached_tokens=cached_tokens,
     )
     if variants:
-        result.whatif_ns = simulate(trace, task, spans, mixes, leaves, variants)
+        result.whatif_ns = simulate(trace, task, mixes, leaves, tables or reductions(variants))
     return TraceExplanation(trace, task, segments, mixes, result)
 
 
@@ -149,11 +161,12 @@ def analyze(
     re-simulate each task under; ``task_name`` keeps only tasks of that name.
     """
     batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
+    tables = reductions(variants)
     results = []
     for rows in batch.traces():
         trace = Trace.build(batch, rows)
         for task in trace.tasks():
             if task_name is not None and _task_name(trace, task) != task_name:
                 continue
-            results.append(explain(trace, task, variants).result)
+            results.append(explain(trace, task, variants, tables=tables).result)
     return results

@@ -23,6 +23,8 @@ class Trace:
     parent: list[int] = field(default_factory=list)
     children: list[list[int]] = field(default_factory=list)
     kind: list[str] = field(default_factory=list)
+    label: list[str] = field(default_factory=list)
+    """The operation's name: tool name, model, DB system and operation, HTTP host, else span name."""
     orphans: list[int] = field(default_factory=list)
     roots: list[int] = field(default_factory=list)
 
@@ -36,6 +38,8 @@ class Trace:
         trace.start = [starts[row] for row in rows]
         trace.end = [max(ends[row], starts[row]) for row in rows]
         trace.kind = [kinds[row] or "step" for row in rows]
+        labels, names = batch["label"], batch["name"]
+        trace.label = [labels[row] or names[row] or "" for row in rows]
         trace.children = [[] for _ in rows]
         parents = []
         for i, row in enumerate(rows):

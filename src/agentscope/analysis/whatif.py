@@ -41,75 +41,116 @@ class Scenario:
         return rest
 
 
-def scale(mix: Mix, speedups: Mapping[str, float]) -> float:
+def reductions(variants: Sequence[Mapping[str, float]]) -> list[dict[str, float]]:
+    """Per variant, ``1 − 1/f`` for every component key (0.0 where no factor applies)."""
+    return [{key: 1.0 - 1.0 / C.factor_for(key, speedups) for key in C.KEYS} for speedups in variants]
+
+
+def scale(mix: Mix, reduction: Mapping[str, float]) -> float:
     """New time per old time for a span with this mix: 1 − Σ fraction·(1 − 1/f).
 
     Exactly 1.0 when no factor applies, so all-ones speedups reproduce every duration.
     """
-    reduction = 0.0
+    total = 0.0
     for key, fraction in mix:
-        factor = C.factor_for(key, speedups)
-        if factor != 1.0:
-            reduction += fraction * (1.0 - 1.0 / factor)
-    return 1.0 - reduction
+        r = reduction[key]
+        if r:
+            total += fraction * r
+    return 1.0 - total
 
 
 def simulate(
     trace: Trace,
     task: int,
-    spans: Sequence[int],
     mixes: Mapping[int, Mix],
     leaves: set[int],
-    variants: Sequence[Mapping[str, float]],
+    tables: Sequence[Mapping[str, float]],
 ) -> list[float]:
-    """The task's new duration (ns) under each variant's speedups."""
+    """The task's new duration (ns) under each variant, given its ``reductions`` tables."""
     start, end, children = trace.start, trace.end, trace.children
-    cache: dict[int, list[float]] = {}
-    scales: dict[int, list[float]] = {}
-    for i in spans:
+    by_mix: dict[int, list[float]] = {}
+
+    def scales(i: int) -> list[float]:
         mix = mixes[i]
-        vector = cache.get(id(mix))
+        vector = by_mix.get(id(mix))
         if vector is None:
-            vector = [scale(mix, v) for v in variants]
-            cache[id(mix)] = vector
-        scales[i] = vector
-    width = len(variants)
+            vector = [scale(mix, table) for table in tables]
+            by_mix[id(mix)] = vector
+        return vector
 
     def child_order(p: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
         """Children of ``p`` clipped to ``[lo, hi]``, by clipped start: (start, end, child)."""
-        if p in leaves:
+        kids = children[p]
+        if not kids or p in leaves:
             return []
-        clipped = ((max(start[c], lo), min(end[c], hi), c) for c in children[p])
-        return sorted(item for item in clipped if item[0] <= item[1])
+        clipped = [(max(start[c], lo), min(end[c], hi), c) for c in kids]
+        clipped = [item for item in clipped if item[0] <= item[1]]
+        clipped.sort()
+        return clipped
 
     task_lo, task_hi = start[task], end[task]
-    # frame: [span, lo, hi, new start, ordered children, position, heap, pool old end, pool new ends]
-    frames = [[task, task_lo, task_hi, [0.0] * width, child_order(task, task_lo, task_hi), 0, [], None, None]]
+    width = len(tables)
+    # frame: [span, lo, hi, new start, ordered children, position, heap, pool old end, pool new ends, scales]
+    frames = [
+        [
+            task,
+            task_lo,
+            task_hi,
+            [0.0] * width,
+            child_order(task, task_lo, task_hi),
+            0,
+            [],
+            None,
+            None,
+            scales(task),
+        ]
+    ]
     result: list[float] = []
     while frames:
         frame = frames[-1]
-        p, lo, hi, p_new_start, kids, position, heap, pool_old, pool_new = frame
-        g = scales[p]
+        p, lo, hi, p_new_start, kids, position, heap, pool_old, pool_new, g = frame
         if position < len(kids):
             child_start, child_end, child = kids[position]
             frame[5] = position + 1
             while heap and heap[0][0] <= child_start:
-                old_end, _, new_end = heapq.heappop(heap)
+                old_end, sibling_start, _, new_end = heapq.heappop(heap)
+                if pool_old is None or sibling_start >= pool_old:
+                    # Everything pooled ended before this sibling started: all are its
+                    # predecessors, so it ends no earlier than any of them in every variant.
+                    pool_new = new_end
+                else:
+                    pool_new = [max(a, b) for a, b in zip(pool_new, new_end)]
                 if pool_old is None or old_end > pool_old:
                     pool_old = old_end
-                pool_new = new_end if pool_new is None else [max(a, b) for a, b in zip(pool_new, new_end)]
             frame[7], frame[8] = pool_old, pool_new
+            grandchildren = child_order(child, child_start, child_end)
             if pool_new is not None:
-                gap = child_start - pool_old
-                new_start = [n + gap * s for n, s in zip(pool_new, g)]
+                base, gap = pool_new, child_start - pool_old
             else:
-                offset = child_start - lo
-                new_start = [n + offset * s for n, s in zip(p_new_start, g)]
-            kids_of_child = child_order(child, child_start, child_end)
-            frames.append([child, child_start, child_end, new_start, kids_of_child, 0, [], None, None])
+                base, gap = p_new_start, child_start - lo
+            if grandchildren:
+                new_start = [n + gap * s for n, s in zip(base, g)]
+                frames.append(
+                    [
+                        child,
+                        child_start,
+                        child_end,
+                        new_start,
+                        grandchildren,
+                        0,
+                        [],
+                        None,
+                        None,
+                        scales(child),
+                    ]
+                )
+            else:
+                length = child_end - child_start
+                new_end = [n + gap * s + length * c for n, s, c in zip(base, g, scales(child))]
+                heapq.heappush(heap, (child_end, child_start, child, new_end))
             continue
         frames.pop()
-        finished = [(old_end, new_end) for old_end, _, new_end in heap]
+        finished = [(old_end, new_end) for old_end, _, _, new_end in heap]
         if pool_new is not None:
             finished.append((pool_old, pool_new))
         if finished:
@@ -122,7 +163,7 @@ def simulate(
         else:
             new_end = [n + (hi - lo) * s for n, s in zip(p_new_start, g)]
         if frames:
-            heapq.heappush(frames[-1][6], (hi, p, new_end))
+            heapq.heappush(frames[-1][6], (hi, lo, p, new_end))
         else:
             result = new_end
     return result

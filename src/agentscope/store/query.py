@@ -15,7 +15,7 @@ import pyarrow as pa
 from agentscope import attributes as A
 from agentscope.store.store import Store
 
-SPANS_PER_BUCKET = 250_000
+SPANS_PER_BUCKET = 100_000
 
 _EXTRACTED = (
     ("operation", A.GEN_AI_OPERATION_NAME, "VARCHAR"),

@@ -1,0 +1,239 @@
+"""Blame throughput: a store of agent-shaped traces, analysed end to end with the default scenarios.
+
+    python benchmarks/blame_throughput.py [--traces 50000]
+
+Each trace is one task with 19 children (20 spans): LLM calls with server timings,
+tools, DB and HTTP calls, a failed attempt and its backoff, two of them running in
+parallel.  The store is generated with DuckDB SQL, then a child process runs the
+same loop as ``agentscope blame`` with timers around the SQL fetch, the per-trace
+analysis and the final aggregation, and reports its peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+from agentscope.store import Store
+
+CHILDREN = (
+    # (kind, name, start ms, end ms, status, attributes JSON)
+    (
+        "db",
+        "SELECT postgresql",
+        1,
+        6,
+        "UNSET",
+        '{"db.system.name":"postgresql","db.operation.name":"SELECT"}',
+    ),
+    (
+        "llm",
+        "chat gpt-oss-120b",
+        6,
+        40,
+        "UNSET",
+        '{"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-oss-120b","agentscope.llm.server.queue_ms":2,'
+        '"agentscope.llm.server.prefill_ms":8,"agentscope.llm.server.decode_ms":20,"gen_ai.usage.input_tokens":900,'
+        '"gen_ai.usage.output_tokens":120}',
+    ),
+    (
+        "tool",
+        "execute_tool search_kb",
+        40,
+        55,
+        "UNSET",
+        '{"gen_ai.operation.name":"execute_tool","gen_ai.tool.name":"search_kb"}',
+    ),
+    (
+        "tool",
+        "execute_tool search_web",
+        41,
+        60,
+        "UNSET",
+        '{"gen_ai.operation.name":"execute_tool","gen_ai.tool.name":"search_web"}',
+    ),
+    ("http", "GET", 60, 70, "ERROR", '{"http.request.method":"GET","server.address":"billing.internal"}'),
+    ("backoff", "backoff", 70, 80, "UNSET", '{"agentscope.backoff.planned_s":0.01}'),
+    ("http", "GET", 80, 95, "UNSET", '{"http.request.method":"GET","server.address":"billing.internal"}'),
+    (
+        "llm",
+        "chat gpt-oss-120b",
+        95,
+        150,
+        "UNSET",
+        '{"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-oss-120b","gen_ai.response.time_to_first_chunk":0.012}',
+    ),
+    ("queue", "queue rate_limiter", 150, 153, "UNSET", '{"agentscope.queue.name":"rate_limiter"}'),
+    (
+        "tool",
+        "execute_tool read_file",
+        153,
+        158,
+        "UNSET",
+        '{"gen_ai.operation.name":"execute_tool","gen_ai.tool.name":"read_file"}',
+    ),
+    (
+        "llm",
+        "chat gpt-oss-120b",
+        158,
+        190,
+        "UNSET",
+        '{"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-oss-120b","agentscope.llm.server.total_ms":25}',
+    ),
+    (
+        "db",
+        "INSERT postgresql",
+        190,
+        194,
+        "UNSET",
+        '{"db.system.name":"postgresql","db.operation.name":"INSERT"}',
+    ),
+    ("step", "plan", 194, 200, "UNSET", '{"agentscope.step.name":"plan"}'),
+    (
+        "tool",
+        "execute_tool run",
+        200,
+        230,
+        "UNSET",
+        '{"gen_ai.operation.name":"execute_tool","gen_ai.tool.name":"run"}',
+    ),
+    (
+        "llm",
+        "chat gpt-oss-120b",
+        230,
+        260,
+        "UNSET",
+        '{"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-oss-120b","agentscope.llm.server.prefill_ms":5,'
+        '"agentscope.llm.server.decode_ms":22}',
+    ),
+    ("db", "GET redis", 260, 261, "UNSET", '{"db.system.name":"redis","db.operation.name":"GET"}'),
+    (
+        "tool",
+        "execute_tool search_kb",
+        261,
+        280,
+        "UNSET",
+        '{"gen_ai.operation.name":"execute_tool","gen_ai.tool.name":"search_kb"}',
+    ),
+    (
+        "llm",
+        "chat gpt-oss-120b",
+        280,
+        320,
+        "UNSET",
+        '{"gen_ai.operation.name":"chat","gen_ai.request.model":"gpt-oss-120b","agentscope.llm.server.prefill_ms":6,'
+        '"agentscope.llm.server.decode_ms":30}',
+    ),
+    ("step", "finish", 320, 325, "UNSET", '{"agentscope.step.name":"finish"}'),
+)
+
+
+def build_store(path: Path, traces: int) -> int:
+    """Write ``traces`` tasks of 20 spans into a new store; returns the span count."""
+    values = ", ".join(
+        f"({j + 1}, '{kind}', '{name}', {start}, {end}, '{status}', '{attrs}')"
+        for j, (kind, name, start, end, status, attrs) in enumerate(CHILDREN)
+    )
+    with Store(path) as store:
+        store.con.execute(
+            f"""
+            INSERT INTO spans
+            WITH children(j, kind, name, s, e, status, attrs) AS (VALUES {values}),
+            tasks AS (SELECT i, printf('%032x', i) AS trace_id, i * 1000000000 AS base,
+                             (i % 97) * 500000 AS jitter FROM range({traces}) t(i))
+            SELECT trace_id, printf('%016x', i * 32), NULL, 'resolve_ticket', 'task', 'INTERNAL',
+                   base, base + 330000000 + jitter * 4, 'UNSET', NULL, 'bench', 'agentscope', 1, 2000000,
+                   '{{"agentscope.task.name":"resolve_ticket","agentscope.task.accepted":true}}'
+            FROM tasks
+            UNION ALL
+            SELECT trace_id, printf('%016x', i * 32 + j), printf('%016x', i * 32), name, kind, 'INTERNAL',
+                   base + s * 1000000 + (CASE WHEN j > 4 THEN jitter * 4 ELSE 0 END),
+                   base + e * 1000000 + (CASE WHEN j > 3 THEN jitter * 4 ELSE 0 END),
+                   status, NULL, 'bench', 'agentscope', 1, 100000, attrs
+            FROM tasks, children
+            """
+        ).fetchall()
+        return store.span_count()
+
+
+MEASURE = """
+import json, resource, sys, time
+from agentscope.analysis import report
+from agentscope.analysis.pipeline import task_results
+from agentscope.store import Store
+from agentscope.store.query import span_batches
+
+store = Store(sys.argv[1], read_only=True)
+workers = int(sys.argv[2])
+variants = report.variants(report.DEFAULT_SCENARIOS)
+start = time.perf_counter()
+sql = 0.0
+if workers == 1:
+    for batch in span_batches(store):
+        sql += time.perf_counter() - start
+        break
+t0 = time.perf_counter()
+results = task_results(store, variants, workers=workers)
+analysis = time.perf_counter() - t0
+t0 = time.perf_counter()
+blame = report.blame(results, report.DEFAULT_SCENARIOS)
+aggregate = time.perf_counter() - t0
+total = time.perf_counter() - start - sql
+print(json.dumps({"analysis": analysis, "aggregate": aggregate, "total": total,
+                  "tasks": len(results), "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "children_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                  "p95": blame["latency_ms"]["p95"], "verdict": blame["verdict"]}))
+"""
+
+SQL_ONLY = """
+import sys, time
+from agentscope.store import Store
+from agentscope.store.query import span_batches
+store = Store(sys.argv[1], read_only=True)
+t0 = time.perf_counter()
+rows = sum(batch.num_rows for batch in span_batches(store))
+print(time.perf_counter() - t0)
+"""
+
+
+def run(code: str, *args: str) -> str:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", type=int, default=50_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bench.duckdb"
+        t0 = time.perf_counter()
+        spans = build_store(path, args.traces)
+        print(f"built a store of {spans:,} spans ({args.traces:,} tasks) in {time.perf_counter() - t0:.1f} s")
+        sql = float(run(SQL_ONLY, str(path)))
+        measured = {w: json.loads(run(MEASURE, str(path), str(w))) for w in (1, os.cpu_count() or 1)}
+    print("\nblame with the default scenarios (×1.7, ×3.6, ×∞, each optimistic and pessimistic)")
+    print(
+        "| workers | spans | tasks | SQL fetch alone (s) | fetch + analysis (s) | aggregate (s) | total (s) "
+        "| spans/s | peak RSS parent / worker (MB) |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for workers, m in measured.items():
+        print(
+            f"| {workers} | {spans:,} | {m['tasks']:,} | {sql:.2f} | {m['analysis']:.2f} | "
+            f"{m['aggregate']:.2f} | {m['total']:.2f} | {spans / m['total']:,.0f} | "
+            f"{m['rss_mb']:.0f} / {m['children_rss_mb']:.0f} |"
+        )
+    print(f"\np95 {m['p95']:.1f} ms — {m['verdict']}")
+
+
+if __name__ == "__main__":
+    main()
