@@ -34,7 +34,7 @@ def search_kb(query: str) -> list[str]:
 def draft_reply(context: list[str]):
     call = ags.current_llm()
     time.sleep(0.01)
-    call.server_timing(queue_ms=2.0, prefill_ms=6.0, decode_ms=0.0)
+    call.server_timing(queue_ms=2.0, prefill_ms=7.0, decode_ms=14.0)
     for word in ["Thanks", "for", "waiting,", "here", "is", "your", "answer."]:
         time.sleep(0.002)
         yield word
