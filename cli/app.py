@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
 from agentscope.cli.render import blame_markdown, print_blame
 from agentscope.cli.waterfall import waterfall
 from rich.console import Console
@@ -26,6 +27,7 @@ from agentscope.analysis.chips import load_presets
 from agentscope.analysis.pipeline import blame_store, explain_stored_trace
 from agentscope.analysis.report import DEFAULT_SCENARIOS, trace_report
 from agentscope.analysis.whatif import Scenario
+from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
 
 app = typer.Typer(
@@ -65,28 +67,54 @@ def root(
 
 
 @contextmanager
-def open_store(paths: list[Path] | None, store: Path | None) -> Iterator[Store]:
-    """The store to analyse: ``--store``, a store file given as PATH, or the default store."""
-    if paths:
-        if store is not None:
-            raise UsageProblem("give trace PATHs or --store, not both, until trace-file ingest is available")
-        if len(paths) > 1:
-            raise UsageProblem("give one store file as PATH")
-        target = paths[0]
-    else:
-        target = store if store is not None else Path(default_store_path())
-    if not target.exists():
+def open_store(paths: list[Path] | None, store: Path | None, console: Console) -> Iterator[Store]:
+    """The store to analyse (DESIGN §8).
+
+    No PATH: ``--store`` or the default store.  PATHs and no ``--store``: exactly
+    those files, loaded into an in-memory store (a single store file is read in
+    place).  Both: the PATHs are ingested into ``--store`` first.
+    """
+    if paths and not (store is None and len(paths) == 1 and _is_store_file(paths[0])):
+        target = Store(None) if store is None else _writable_store(store)
+        try:
+            summary = ingest_with_progress(target, paths, console)
+            print_problems(summary, console)
+            if summary.spans_read == 0 and not summary.ok:
+                raise UsageProblem("no span could be read from the given paths")
+            yield target
+        finally:
+            target.close()
+        if not summary.ok:
+            raise typer.Exit(EXIT_BAD_INPUT)
+        return
+    target_path = paths[0] if paths else (store if store is not None else Path(default_store_path()))
+    if not target_path.exists():
         raise UsageProblem(
-            f"store {target} does not exist (run your instrumented agent first, or pass --store)"
+            f"store {target_path} does not exist (run your instrumented agent first, or pass --store)"
         )
     try:
-        opened = Store(target, read_only=True)
+        opened = Store(target_path, read_only=True)
     except StoreError as exc:
         raise UsageProblem(str(exc)) from exc
     try:
         yield opened
     finally:
         opened.close()
+
+
+def _is_store_file(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(12)[8:12] == DUCKDB_MAGIC
+    except OSError:
+        return False
+
+
+def _writable_store(path: Path) -> Store:
+    try:
+        return Store(path)
+    except StoreError as exc:
+        raise UsageProblem(str(exc)) from exc
 
 
 def parse_speedup(text: str) -> Scenario:
@@ -139,10 +167,32 @@ StoreOption = Annotated[
 ]
 
 
+@app.command("ingest")
+def ingest_command(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Trace files or folders (OTLP JSON/protobuf, Jaeger, Zipkin).")
+    ],
+    store: StoreOption = None,
+) -> None:
+    """Load trace files into the store; exit 2 if any input was bad (the good spans are kept)."""
+    target = store if store is not None else Path(default_store_path())
+    console = Console(stderr=True)
+    try:
+        with _writable_store(target) as opened:
+            summary = ingest_with_progress(opened, paths, console)
+    except UsageProblem as exc:
+        raise fail(str(exc)) from None
+    Console().print(summary_table(summary, str(target)))
+    print_problems(summary, console)
+    if not summary.ok:
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
 @app.command()
 def blame(
     paths: Annotated[
-        list[Path] | None, typer.Argument(help="A store file to analyse instead of --store.")
+        list[Path] | None,
+        typer.Argument(help="Trace files or folders to analyse (with --store: ingest them first)."),
     ] = None,
     store: StoreOption = None,
     task: Annotated[str | None, typer.Option("--task", help="Only tasks with this name.")] = None,
@@ -162,7 +212,7 @@ def blame(
         if fmt not in ("table", "json", "markdown"):
             raise UsageProblem(f"--format {fmt!r}: choose table, json or markdown")
         scenarios, headline = scenarios_for(speedup or [], chip)
-        with open_store(paths, store) as opened:
+        with open_store(paths, store, Console(stderr=True)) as opened:
             report = blame_store(opened, scenarios, percentile, task, headline)
             where = opened.path
     except UsageProblem as exc:
@@ -195,7 +245,7 @@ def show(
     try:
         if fmt not in ("table", "json"):
             raise UsageProblem(f"--format {fmt!r}: choose table or json")
-        with open_store(None, store) as opened:
+        with open_store(None, store, Console(stderr=True)) as opened:
             explanation = explain_stored_trace(opened, trace_id.lower())
     except UsageProblem as exc:
         raise fail(str(exc)) from None

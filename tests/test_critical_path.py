@@ -125,3 +125,14 @@ def test_many_tasks_in_one_trace_and_traces_without_trace_ids():
     groups = list(batch(*rows).traces())
     assert sorted(len(g) for g in groups) == [1, 7]
     assert MS == 1_000_000
+
+
+def test_a_consumer_under_a_producer_is_not_blocking():
+    t = trace(
+        span("R", None, "task", 0, 100),
+        span("P", "R", "tool", 10, 20, span_kind="PRODUCER"),
+        span("C", "P", "tool", 30, 400, span_kind="CONSUMER"),
+        span("L", "R", "llm", 20, 90),
+    )
+    assert path(t) == [("R", 0, 10), ("P", 10, 20), ("L", 20, 90), ("R", 90, 100)]
+    assert [t.span_id(i) for i in t.handoffs] == ["C"]

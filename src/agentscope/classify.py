@@ -1,10 +1,12 @@
-"""Give every span an agentscope kind, whichever convention produced it.
+"""Read every span the same way, whichever convention produced it.
 
-The rules are tables, tried in order; the first that matches decides.  Our own
-``agentscope.kind`` wins, then the OpenTelemetry GenAI operation, then the
-OpenInference and OpenLLMetry span kinds, then the presence of GenAI, DB or
-HTTP-client attributes.  Anything else is a ``step``.  ``docs/conventions.md``
-lists the same table.
+Two tables live here.  ``ALIASES`` maps other conventions' attribute keys (old
+OTel names, OpenInference, OpenLLMetry, vLLM) onto the keys agentscope reads,
+with unit conversions; :func:`normalize` applies it.  The kind rules are tried
+in order and the first match decides: our own ``agentscope.kind``, then the
+OpenTelemetry GenAI operation, then the OpenInference and OpenLLMetry span
+kinds, then the presence of GenAI, DB or HTTP-client attributes.  Anything else
+is a ``step``.  ``docs/conventions.md`` lists both tables.
 """
 
 from __future__ import annotations
@@ -53,6 +55,47 @@ PRESENCE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
     ((A.HTTP_REQUEST_METHOD, "http.method"), "http"),
 )
 """(attribute keys, kind): any of the keys being present decides the kind."""
+
+
+ALIASES: tuple[tuple[str, str, float], ...] = (
+    # (their key, our key, multiplier to our unit)
+    ("gen_ai.system", A.GEN_AI_PROVIDER_NAME, 1),
+    ("llm.provider", A.GEN_AI_PROVIDER_NAME, 1),
+    ("llm.system", A.GEN_AI_PROVIDER_NAME, 1),
+    ("llm.model_name", A.GEN_AI_REQUEST_MODEL, 1),
+    ("gen_ai.usage.prompt_tokens", A.GEN_AI_USAGE_INPUT_TOKENS, 1),
+    ("gen_ai.usage.completion_tokens", A.GEN_AI_USAGE_OUTPUT_TOKENS, 1),
+    ("llm.usage.prompt_tokens", A.GEN_AI_USAGE_INPUT_TOKENS, 1),
+    ("llm.usage.completion_tokens", A.GEN_AI_USAGE_OUTPUT_TOKENS, 1),
+    ("llm.token_count.prompt", A.GEN_AI_USAGE_INPUT_TOKENS, 1),
+    ("llm.token_count.completion", A.GEN_AI_USAGE_OUTPUT_TOKENS, 1),
+    ("llm.token_count.prompt_details.cache_read", A.GEN_AI_USAGE_CACHED_INPUT_TOKENS, 1),
+    ("gen_ai.usage.cache_read_input_tokens", A.GEN_AI_USAGE_CACHED_INPUT_TOKENS, 1),
+    ("gen_ai.latency.time_in_queue", A.SERVER_QUEUE_MS, 1000),
+    ("gen_ai.latency.time_to_first_token", A.GEN_AI_RESPONSE_TTFC, 1),
+    ("gen_ai.latency.time_in_model_prefill", A.SERVER_PREFILL_MS, 1000),
+    ("gen_ai.latency.time_in_model_decode", A.SERVER_DECODE_MS, 1000),
+    ("tool.name", A.GEN_AI_TOOL_NAME, 1),
+    ("db.system", A.DB_SYSTEM_NAME, 1),
+    ("db.operation", A.DB_OPERATION_NAME, 1),
+    ("db.statement", A.DB_QUERY_TEXT, 1),
+    ("http.method", A.HTTP_REQUEST_METHOD, 1),
+    ("http.status_code", A.HTTP_RESPONSE_STATUS_CODE, 1),
+    ("net.peer.name", A.SERVER_ADDRESS, 1),
+    ("http.host", A.SERVER_ADDRESS, 1),
+)
+"""(their key, our key, unit multiplier): filled in only where our key is absent."""
+
+
+def normalize(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Add agentscope's keys for what other conventions recorded under theirs (in place)."""
+    for theirs, ours, multiplier in ALIASES:
+        if theirs in attributes and ours not in attributes:
+            value = attributes[theirs]
+            if multiplier != 1 and isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = value * multiplier
+            attributes[ours] = value
+    return attributes
 
 
 def classify(attributes: Mapping[str, Any], span_kind: str | None = None) -> str:

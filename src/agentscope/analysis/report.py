@@ -195,7 +195,7 @@ def blame(
     headline_new_ns = nearest_rank(sorted(r.whatif_ns[2 * k] for r in results), percentile)
     report: dict[str, Any] = {
         "schema": SCHEMA,
-        "percentile": percentile,
+        "percentile": int(percentile) if float(percentile).is_integer() else percentile,
         "tasks": {
             "count": len(results),
             "accepted": sum(1 for r in results if r.accepted),

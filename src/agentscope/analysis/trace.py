@@ -27,6 +27,8 @@ class Trace:
     """The operation's name: tool name, model, DB system and operation, HTTP host, else span name."""
     orphans: list[int] = field(default_factory=list)
     roots: list[int] = field(default_factory=list)
+    handoffs: list[int] = field(default_factory=list)
+    """CONSUMER spans under a PRODUCER: a message handed off, not waited on; off their parent's tree."""
 
     @classmethod
     def build(cls, batch: SpanBatch, rows: list[int]) -> Trace:
@@ -41,6 +43,7 @@ class Trace:
         labels, names = batch["label"], batch["name"]
         trace.label = [labels[row] or names[row] or "" for row in rows]
         trace.children = [[] for _ in rows]
+        span_kinds = batch["span_kind"]
         parents = []
         for i, row in enumerate(rows):
             parent_id = parent_ids[row]
@@ -49,6 +52,8 @@ class Trace:
                 p = -1
             if p == -1:
                 (trace.orphans if parent_id is not None else trace.roots).append(i)
+            elif span_kinds[row] == "CONSUMER" and span_kinds[rows[p]] == "PRODUCER":
+                trace.handoffs.append(i)
             else:
                 trace.children[p].append(i)
             parents.append(p)

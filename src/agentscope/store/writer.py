@@ -15,38 +15,22 @@ failure is reported once through the ``agentscope`` logger.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import deque
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import duckdb
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from agentscope import attributes as A
-from agentscope.classify import classify
 from agentscope.sdk._safety import report
+from agentscope.store.rows import make_row
 from agentscope.store.schema import rows_to_table
 from agentscope.store.store import Store, StoreError
 
 SPAN_KIND_NAMES = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 STATUS_NAMES = ("UNSET", "OK", "ERROR")
-
-
-def _json_value(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
-
-
-def attributes_json(attributes: Mapping[str, Any]) -> str:
-    """The JSON text stored for a span's attributes, credentials removed."""
-    return json.dumps(
-        {key: _json_value(value) for key, value in attributes.items() if not A.is_sensitive(key)},
-        default=str,
-        separators=(",", ":"),
-    )
 
 
 def snapshot(span: ReadableSpan) -> tuple:
@@ -73,26 +57,19 @@ def snapshot(span: ReadableSpan) -> tuple:
 def snapshot_to_row(snap: tuple) -> tuple:
     """One ``spans`` row from a :func:`snapshot`."""
     trace_id, span_id, parent_id, name, kind, start, end, status, message, service, scope, attrs = snap
-    attributes = dict(attrs or {})
-    cpu_ns = attributes.pop(A.CPU_NS, None)
-    thread_id = attributes.pop(A.THREAD_ID, None)
-    span_kind = SPAN_KIND_NAMES[kind]
-    return (
+    return make_row(
         format(trace_id, "032x"),
         format(span_id, "016x"),
         format(parent_id, "016x") if parent_id is not None else None,
         name,
-        classify(attributes, span_kind),
-        span_kind,
+        SPAN_KIND_NAMES[kind],
         start,
         end,
         STATUS_NAMES[status],
         message,
         service,
         scope,
-        thread_id,
-        cpu_ns,
-        attributes_json(attributes),
+        dict(attrs or {}),
     )
 
 

@@ -1,0 +1,220 @@
+"""OTLP traces: JSON (Collector file-exporter lines, or one document) and protobuf.
+
+Both encodings go through the same walk: resource → scope → span, with the
+resource's ``service.name`` and the scope's name carried onto every span.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+import orjson
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from agentscope import attributes as A
+from agentscope.ingest.records import BadSpan, Record, record
+
+SPAN_KINDS = {0: None, 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
+
+
+def _enum(value: Any, table: dict[int, str | None], prefix: str) -> str | None:
+    if isinstance(value, int):
+        return table.get(value)
+    if isinstance(value, str):
+        name = value.upper().removeprefix(prefix)
+        return name if name in table.values() else None
+    return None
+
+
+# --- JSON ----------------------------------------------------------------
+
+
+def json_value(value: Any) -> Any:
+    """A Python value from an OTLP JSON ``AnyValue``."""
+    if not isinstance(value, dict):
+        raise BadSpan(f"attribute value {value!r} is not an AnyValue object")
+    if "stringValue" in value:
+        return value["stringValue"]
+    if "boolValue" in value:
+        return bool(value["boolValue"])
+    if "intValue" in value:
+        return int(value["intValue"])
+    if "doubleValue" in value:
+        return float(value["doubleValue"])
+    if "arrayValue" in value:
+        return [json_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
+    if "kvlistValue" in value:
+        return json_attributes((value["kvlistValue"] or {}).get("values", []))
+    if "bytesValue" in value:
+        return base64.b64decode(value["bytesValue"]).hex()
+    return None
+
+
+def json_attributes(items: Any) -> dict[str, Any]:
+    if not items:
+        return {}
+    if not isinstance(items, list):
+        raise BadSpan("attributes are not a list of key/value objects")
+    out = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
+            raise BadSpan(f"attribute {item!r} has no string key")
+        try:
+            out[item["key"]] = json_value(item.get("value", {}))
+        except (TypeError, ValueError) as exc:
+            raise BadSpan(f"attribute {item['key']!r}: {exc}") from None
+    return out
+
+
+def json_request_records(request: Any, line: int) -> Iterator[Record]:
+    """Records of one ExportTraceServiceRequest (a parsed JSON object)."""
+    if not isinstance(request, dict) or "resourceSpans" not in request:
+        yield Record(line, problem="not an OTLP ExportTraceServiceRequest (no resourceSpans)")
+        return
+    for resource_spans in request.get("resourceSpans") or []:
+        try:
+            resource = json_attributes(((resource_spans or {}).get("resource") or {}).get("attributes"))
+        except BadSpan as exc:
+            yield Record(line, problem=f"resource: {exc}")
+            continue
+        service = resource.get(A.SERVICE_NAME)
+        for scope_spans in (
+            resource_spans.get("scopeSpans") or resource_spans.get("instrumentationLibrarySpans") or []
+        ):
+            scope = (scope_spans.get("scope") or scope_spans.get("instrumentationLibrary") or {}).get("name")
+            for span in scope_spans.get("spans") or []:
+                yield _json_span(span, line, service, scope)
+
+
+def _json_span(span: Any, line: int, service: Any, scope: Any) -> Record:
+    if not isinstance(span, dict):
+        return Record(line, problem="span is not an object")
+    try:
+        attributes = json_attributes(span.get("attributes"))
+    except BadSpan as exc:
+        return Record(line, problem=str(exc))
+    status = span.get("status") or {}
+    return record(
+        line,
+        trace_id=span.get("traceId"),
+        span_id=span.get("spanId"),
+        parent_id=span.get("parentSpanId"),
+        name=span.get("name"),
+        span_kind=_enum(span.get("kind", 0), SPAN_KINDS, "SPAN_KIND_"),
+        start_ns=span.get("startTimeUnixNano"),
+        end_ns=span.get("endTimeUnixNano"),
+        status=_enum(status.get("code", 0), STATUS, "STATUS_CODE_") or "UNSET",
+        status_message=status.get("message") or None,
+        service=service if isinstance(service, str) else None,
+        scope=scope if isinstance(scope, str) else None,
+        attributes=attributes,
+    )
+
+
+def read_json_lines(stream: IO[bytes]) -> Iterator[Record]:
+    """One ExportTraceServiceRequest per line (blank lines skipped)."""
+    for number, line in enumerate(stream, start=1):
+        if not line.strip():
+            continue
+        try:
+            request = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            yield Record(number, problem=f"invalid JSON: {exc}")
+            continue
+        yield from json_request_records(request, number)
+
+
+def read_json_document(stream: IO[bytes]) -> Iterator[Record]:
+    """One (possibly pretty-printed) ExportTraceServiceRequest document."""
+    try:
+        request = orjson.loads(stream.read())
+    except orjson.JSONDecodeError as exc:
+        yield Record(1, problem=f"invalid JSON: {exc}")
+        return
+    yield from json_request_records(request, 1)
+
+
+# --- protobuf --------------------------------------------------------------
+
+
+def proto_value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind == "array_value":
+        return [proto_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return {kv.key: proto_value(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return value.bytes_value.hex()
+    return getattr(value, kind) if kind else None
+
+
+def proto_request_records(request: ExportTraceServiceRequest, line: int) -> Iterator[Record]:
+    for resource_spans in request.resource_spans:
+        resource = {kv.key: proto_value(kv.value) for kv in resource_spans.resource.attributes}
+        service = resource.get(A.SERVICE_NAME)
+        for scope_spans in resource_spans.scope_spans:
+            scope = scope_spans.scope.name or None
+            for span in scope_spans.spans:
+                yield record(
+                    line,
+                    trace_id=span.trace_id,
+                    span_id=span.span_id,
+                    parent_id=span.parent_span_id,
+                    name=span.name,
+                    span_kind=SPAN_KINDS.get(span.kind),
+                    start_ns=span.start_time_unix_nano,
+                    end_ns=span.end_time_unix_nano,
+                    status=STATUS.get(span.status.code, "UNSET"),
+                    status_message=span.status.message or None,
+                    service=service if isinstance(service, str) else None,
+                    scope=scope,
+                    attributes={kv.key: proto_value(kv.value) for kv in span.attributes},
+                )
+
+
+def _varint(stream: IO[bytes]) -> int | None:
+    shift = result = 0
+    while True:
+        byte = stream.read(1)
+        if not byte:
+            return None if shift == 0 else -1
+        result |= (byte[0] & 0x7F) << shift
+        if not byte[0] & 0x80:
+            return result
+        shift += 7
+        if shift > 63:
+            return -1
+
+
+def read_proto_delimited(stream: IO[bytes]) -> Iterator[Record]:
+    """Length-delimited ExportTraceServiceRequest messages, one after another."""
+    number = 0
+    while True:
+        size = _varint(stream)
+        if size is None:
+            return
+        number += 1
+        data = stream.read(size) if size >= 0 else b""
+        if size < 0 or len(data) != size:
+            yield Record(number, problem="truncated protobuf message")
+            return
+        try:
+            request = ExportTraceServiceRequest.FromString(data)
+        except Exception as exc:
+            yield Record(number, problem=f"invalid protobuf message: {exc}")
+            continue
+        yield from proto_request_records(request, number)
+
+
+def parse_proto_message(data: bytes) -> ExportTraceServiceRequest | None:
+    """A single ExportTraceServiceRequest, or None if ``data`` is not one."""
+    try:
+        request = ExportTraceServiceRequest.FromString(data)
+    except Exception:
+        return None
+    spans: Iterable[Any] = (s for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans)
+    return request if any(len(s.span_id) == 8 for s in spans) else None

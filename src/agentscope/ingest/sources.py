@@ -1,0 +1,125 @@
+"""Open a trace file, whatever it is: gzip or not, and which format, judged by content.
+
+File names are not trusted: ``spans.json`` may be OTLP lines, Jaeger or Zipkin.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from agentscope.ingest import jaeger, otlp, zipkin
+from agentscope.ingest.records import Record
+
+GZIP_MAGIC = b"\x1f\x8b"
+DUCKDB_MAGIC = b"DUCK"
+HEAD = 1 << 16
+
+FORMATS = ("otlp-json-lines", "otlp-json", "otlp-proto", "otlp-proto-delimited", "jaeger", "zipkin", "store")
+
+
+class UnknownFormat(ValueError):
+    """The file is none of the formats agentscope reads."""
+
+
+def expand(paths: list[Path]) -> Iterator[Path]:
+    """Files under ``paths`` (folders recursively, sorted), skipping hidden files."""
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and not any(
+                    part.startswith(".") for part in child.relative_to(path).parts
+                ):
+                    yield child
+        else:
+            yield path
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    with path.open("rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == GZIP_MAGIC else path.open("rb")
+
+
+def detect(stream: IO[bytes]) -> str:
+    """The format of an (uncompressed) stream, from its first bytes; the stream must be peekable."""
+    head = stream.peek(HEAD)[:HEAD] if hasattr(stream, "peek") else b""
+    if head[8:12] == DUCKDB_MAGIC:
+        return "store"
+    text = head.lstrip()
+    if text.startswith(b"{"):
+        if b'"resourceSpans"' in head or b'"resource_spans"' in head:
+            first_line = head.split(b"\n", 1)[0]
+            if b"\n" in head:
+                try:
+                    orjson.loads(first_line)
+                    return "otlp-json-lines"
+                except orjson.JSONDecodeError:
+                    return "otlp-json"
+            return "otlp-json-lines"
+        if b'"data"' in head[:64]:
+            return "jaeger"
+        if b'"traceID"' in head or b'"spans"' in head:
+            return "jaeger-trace"
+        raise UnknownFormat("a JSON object that is neither OTLP (resourceSpans) nor Jaeger (data/spans)")
+    if text.startswith(b"["):
+        return "zipkin"
+    if not head:
+        raise UnknownFormat("the file is empty")
+    if head[:1] in (b"\n",) or all(32 <= b < 127 or b in (9, 10, 13) for b in head[:256]):
+        raise UnknownFormat("a text file that is not JSON")
+    return "otlp-proto"
+
+
+def read(path: Path) -> tuple[str, Iterator[Record]]:
+    """The format of ``path`` and an iterator over its records (the file stays open until exhausted)."""
+    raw = open_binary(path)
+    stream = io.BufferedReader(raw, buffer_size=HEAD) if not isinstance(raw, io.BufferedReader) else raw
+    try:
+        fmt = detect(stream)
+    except Exception:
+        stream.close()
+        raise
+    return fmt, _records(fmt, stream)
+
+
+def _records(fmt: str, stream: IO[bytes]) -> Iterator[Record]:
+    with stream:
+        if fmt == "otlp-json-lines":
+            yield from otlp.read_json_lines(stream)
+        elif fmt == "otlp-json":
+            yield from otlp.read_json_document(stream)
+        elif fmt in ("jaeger", "jaeger-trace"):
+            yield from jaeger.read(io.TextIOWrapper(stream, encoding="utf-8"), enveloped=fmt == "jaeger")
+        elif fmt == "zipkin":
+            yield from zipkin.read(io.TextIOWrapper(stream, encoding="utf-8"))
+        elif fmt == "otlp-proto":
+            if _looks_delimited(stream.peek(HEAD)[:HEAD]):
+                yield from otlp.read_proto_delimited(stream)
+                return
+            request = otlp.parse_proto_message(stream.read())
+            if request is None:
+                yield Record(1, problem="not an OTLP protobuf ExportTraceServiceRequest")
+            else:
+                yield from otlp.proto_request_records(request, 1)
+
+
+def _looks_delimited(head: bytes) -> bool:
+    """Whether ``head`` starts with a varint length followed by a whole trace request."""
+    size = shift = used = 0
+    while used < min(10, len(head)):
+        byte = head[used]
+        used += 1
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    else:
+        return False
+    message = head[used : used + size]
+    return len(message) == size and otlp.parse_proto_message(message) is not None

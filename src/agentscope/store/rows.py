@@ -1,0 +1,65 @@
+"""One ``spans`` row from a span's fields, whoever produced the span.
+
+Both the SDK's writer and the trace-file readers build rows here, so the same
+conventions are normalised, the same kind rules applied and the same
+credentials removed on every path into the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from agentscope import attributes as A
+from agentscope.classify import classify, normalize
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    return str(value)
+
+
+def attributes_json(attributes: Mapping[str, Any]) -> str:
+    """The JSON text stored for a span's attributes, credential-like keys removed."""
+    clean = {key: value for key, value in attributes.items() if not A.is_sensitive(key)}
+    return orjson.dumps(clean, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def make_row(
+    trace_id: str,
+    span_id: str,
+    parent_id: str | None,
+    name: str,
+    span_kind: str | None,
+    start_ns: int,
+    end_ns: int,
+    status: str,
+    status_message: str | None,
+    service: str | None,
+    scope: str | None,
+    attributes: dict[str, Any],
+) -> tuple:
+    """A row in ``schema.COLUMNS`` order; ``attributes`` is consumed (CPU and thread move to columns)."""
+    cpu_ns = attributes.pop(A.CPU_NS, None)
+    thread_id = attributes.pop(A.THREAD_ID, None)
+    normalize(attributes)
+    return (
+        trace_id,
+        span_id,
+        parent_id,
+        name,
+        classify(attributes, span_kind),
+        span_kind,
+        start_ns,
+        end_ns,
+        status,
+        status_message,
+        service,
+        scope,
+        int(thread_id) if isinstance(thread_id, (int, float, str)) and str(thread_id).isdigit() else None,
+        int(cpu_ns) if isinstance(cpu_ns, (int, float, str)) and str(cpu_ns).isdigit() else None,
+        attributes_json(attributes),
+    )
