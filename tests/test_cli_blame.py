@@ -192,12 +192,13 @@ def test_errors_are_messages_with_exit_codes(store_path, args, code, message):
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_a_file_that_is_not_a_store_is_refused_plainly(tmp_path):
+def test_a_file_that_is_no_trace_format_is_refused_plainly(tmp_path):
     bogus = tmp_path / "notes.txt"
     bogus.write_text("hello")
     result = runner.invoke(app, ["blame", str(bogus)])
     assert result.exit_code == 2
-    assert "cannot open store" in result.output or "not an agentscope store" in result.output
+    assert "notes.txt" in result.output and "a text file that is not JSON" in result.output
+    assert "no span could be read" in result.output
 
 
 def test_empty_store_says_so(tmp_path):
