@@ -27,6 +27,7 @@ from agentscope.analysis.chips import load_presets
 from agentscope.analysis.pipeline import blame_store, explain_stored_trace
 from agentscope.analysis.report import DEFAULT_SCENARIOS, trace_report
 from agentscope.analysis.whatif import Scenario
+from agentscope.ingest.receiver import DEFAULT_MAX_BODY, Receiver
 from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
 
@@ -186,6 +187,38 @@ def ingest_command(
     print_problems(summary, console)
     if not summary.ok:
         raise typer.Exit(EXIT_BAD_INPUT)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (loopback by default).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port (4318 is OTLP/HTTP's).")] = 4318,
+    store: StoreOption = None,
+    max_body: Annotated[
+        int, typer.Option("--max-body", help="Largest accepted request body, bytes (after gzip).")
+    ] = DEFAULT_MAX_BODY,
+) -> None:
+    """Receive OTLP/HTTP traces (POST /v1/traces, protobuf or JSON) into the store."""
+    import uvicorn
+
+    target = store if store is not None else Path(default_store_path())
+    try:
+        receiver = Receiver(target, max_body=max_body)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+    console = Console(stderr=True)
+    console.print(
+        f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces into {target} (Ctrl-C stops)"
+    )
+    try:
+        uvicorn.run(receiver.app, host=host, port=port, log_level="warning")
+    except (OSError, SystemExit) as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc}") from None
+    finally:
+        receiver.close()
+    console.print(f"stopped; {receiver.received:,} spans received")
 
 
 @app.command()

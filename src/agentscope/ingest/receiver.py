@@ -1,0 +1,190 @@
+"""``agentscope serve``: an OTLP/HTTP trace receiver that writes into a store.
+
+Any OpenTelemetry SDK can export to it (``OTEL_EXPORTER_OTLP_ENDPOINT``).  It
+accepts ``POST /v1/traces`` with protobuf or JSON bodies, gzip or not, and
+answers like a collector: an ``ExportTraceServiceResponse`` in the request's
+encoding, with ``partialSuccess`` when some spans were rejected.  Bodies over
+the limit get 413, undecodable ones 400 with the reason; the server keeps going.
+
+All writes go through one writer thread (a DuckDB connection is not shared
+across threads); a request is answered once its spans are committed, so an
+exporter that got 200 can forget its spans.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+import zlib
+from concurrent.futures import Future
+from pathlib import Path
+
+import orjson
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Route
+
+from agentscope.ingest import otlp
+from agentscope.ingest.records import Record
+from agentscope.sdk._safety import report
+from agentscope.store.schema import rows_to_table
+from agentscope.store.store import Store
+
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class StoreWriter:
+    """The one thread that writes received rows into the store, many requests per insert."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._queue: queue.Queue[tuple[list[tuple], Future[int]] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="agentscope-receiver-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, rows: list[tuple]) -> Future[int]:
+        future: Future[int] = Future()
+        self._queue.put((rows, future))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            while not self._queue.empty() and len(batch) < 64:
+                more = self._queue.get()
+                if more is None:
+                    self._write(batch)
+                    return
+                batch.append(more)
+            self._write(batch)
+
+    def _write(self, batch: list[tuple[list[tuple], Future[int]]]) -> None:
+        rows = [row for chunk, _ in batch for row in chunk]
+        try:
+            added = self.store.insert(rows_to_table(rows)) if rows else 0
+        except Exception as exc:
+            report("writing received spans", exc, internal=False)
+            for _, future in batch:
+                future.set_exception(exc)
+            return
+        for _, future in batch:
+            future.set_result(added)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+
+def decode(body: bytes, content_type: str) -> list[Record]:
+    """Records of one export request body; ValueError with the reason if it cannot be decoded."""
+    if content_type.startswith(JSON):
+        try:
+            request = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise ValueError(f"invalid JSON: {exc}") from None
+        records = list(otlp.json_request_records(request, 1))
+        if len(records) == 1 and records[0].row is None and "resourceSpans" in (records[0].problem or ""):
+            raise ValueError(records[0].problem)
+        return records
+    try:
+        request = ExportTraceServiceRequest.FromString(body)
+    except DecodeError as exc:
+        raise ValueError(f"invalid protobuf ExportTraceServiceRequest: {exc}") from None
+    return list(otlp.proto_request_records(request, 1))
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    encoding = request.headers.get("content-encoding", "").lower()
+    if encoding == "gzip":
+        try:
+            decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            body = decompressor.decompress(body, limit + 1)
+        except zlib.error as exc:
+            raise ValueError(f"invalid gzip body: {exc}") from None
+        if len(body) > limit:
+            raise BodyTooLarge
+    elif encoding not in ("", "identity"):
+        raise ValueError(f"unsupported Content-Encoding {encoding!r}")
+    return body
+
+
+def _response(content_type: str, rejected: int, message: str) -> Response:
+    if content_type.startswith(JSON):
+        body: dict = {}
+        if rejected:
+            body["partialSuccess"] = {"rejectedSpans": str(rejected), "errorMessage": message}
+        return Response(orjson.dumps(body), media_type=JSON)
+    response = ExportTraceServiceResponse()
+    if rejected:
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = message
+    return Response(response.SerializeToString(), media_type=PROTOBUF)
+
+
+class Receiver:
+    """The receiver's Starlette app, bound to a store."""
+
+    def __init__(self, store_path: str | Path | None, max_body: int = DEFAULT_MAX_BODY) -> None:
+        self.store = Store(store_path)
+        self.writer = StoreWriter(self.store)
+        self.max_body = max_body
+        self.received = 0
+        self.app = Starlette(
+            routes=[
+                Route("/v1/traces", self.traces, methods=["POST"]),
+                Route("/", self.health, methods=["GET"]),
+            ]
+        )
+
+    async def health(self, request: Request) -> Response:
+        return PlainTextResponse(f"agentscope receiver: {self.received:,} spans received\n")
+
+    async def traces(self, request: Request) -> Response:
+        content_type = request.headers.get("content-type", PROTOBUF).lower()
+        if not (content_type.startswith(PROTOBUF) or content_type.startswith(JSON)):
+            return PlainTextResponse(f"unsupported Content-Type {content_type!r}", status_code=415)
+        try:
+            body = await _read_body(request, self.max_body)
+            records = decode(body, content_type)
+        except BodyTooLarge:
+            return PlainTextResponse(f"body larger than {self.max_body:,} bytes", status_code=413)
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
+        rows = [r.row for r in records if r.row is not None]
+        problems = [r.problem for r in records if r.row is None and r.problem]
+        try:
+            await asyncio.wrap_future(self.writer.submit(rows))
+        except Exception as exc:
+            return PlainTextResponse(f"the store could not be written: {exc}", status_code=503)
+        self.received += len(rows)
+        return _response(content_type, len(problems), "; ".join(problems[:5]))
+
+    def close(self) -> None:
+        self.writer.close()
+        self.store.close()

@@ -1,0 +1,39 @@
+"""How the simulated provider behaves: its latencies, errors and what it reports."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Latency profile of the simulated provider (all times in milliseconds)."""
+
+    queue_ms: float = 20.0
+    """Time a request waits for capacity before prefill starts."""
+    prefill_ms: float = 60.0
+    """Prompt processing time; the first token follows it."""
+    tokens_per_s: float = 500.0
+    """Decode rate after the first token."""
+    output_tokens: int = 40
+    """Tokens in each completion (overridden by the request's ``max_tokens`` when smaller)."""
+    jitter: float = 0.0
+    """Relative spread of each latency, e.g. 0.2 = uniform within ±20%."""
+    error_rate: float = 0.0
+    """Share of requests answered 500."""
+    rate_limit_rate: float = 0.0
+    """Share of requests answered 429 with ``retry-after-ms``."""
+    retry_after_ms: float = 50.0
+    timings: str = "groq"
+    """What the response reports: ``groq`` (usage.queue_time, prompt_time, completion_time, total_time
+    in seconds), ``openai`` (an ``openai-processing-ms`` header) or ``none``."""
+    seed: int | None = None
+
+    def with_(self, **changes: object) -> Profile:
+        return replace(self, **changes)
+
+    def draw(self, rng: random.Random, value: float) -> float:
+        if self.jitter <= 0:
+            return value
+        return max(0.0, value * (1 + rng.uniform(-self.jitter, self.jitter)))

@@ -1,0 +1,205 @@
+"""The simulated provider's HTTP server (Starlette on uvicorn, in a background thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from agentscope.sim.profile import Profile
+
+WORDS = ("the", "agent", "checks", "the", "ticket", "and", "drafts", "a", "reply", "for", "the", "customer")
+
+
+def _completion_words(n: int) -> list[str]:
+    return [WORDS[i % len(WORDS)] + " " for i in range(n)]
+
+
+def _message(words: list[str]) -> dict[str, str]:
+    return {"role": "assistant", "content": "".join(words)}
+
+
+def app_for(profile: Profile) -> Starlette:
+    """A Starlette app serving ``POST /v1/chat/completions`` with this latency profile."""
+    rng = random.Random(profile.seed)
+
+    async def chat(request: Request) -> Response:
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            return JSONResponse({"error": {"message": "invalid JSON body"}}, status_code=400)
+        roll = rng.random()
+        if roll < profile.rate_limit_rate:
+            return JSONResponse(
+                {"error": {"message": "rate limited", "type": "rate_limit_exceeded"}},
+                status_code=429,
+                headers={"retry-after-ms": str(int(profile.retry_after_ms))},
+            )
+        if roll < profile.rate_limit_rate + profile.error_rate:
+            return JSONResponse({"error": {"message": "simulated server error"}}, status_code=500)
+        model = body.get("model") or "sim-model"
+        tokens = profile.output_tokens
+        if isinstance(body.get("max_tokens"), int):
+            tokens = max(1, min(tokens, body["max_tokens"]))
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []) + 8
+        queue_ms = profile.draw(rng, profile.queue_ms)
+        prefill_ms = profile.draw(rng, profile.prefill_ms)
+        decode_ms = (
+            profile.draw(rng, tokens / profile.tokens_per_s * 1000) if profile.tokens_per_s > 0 else 0.0
+        )
+        async with lock:  # one server-side "slot": queue time is real waiting
+            pass
+        await asyncio.sleep(queue_ms / 1000)
+        started = time.perf_counter()
+        await asyncio.sleep(prefill_ms / 1000)
+        request_id = f"req_{uuid.uuid4().hex[:24]}"
+        usage: dict[str, Any] = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": tokens,
+            "total_tokens": prompt_tokens + tokens,
+        }
+        if profile.timings == "groq":
+            usage.update(
+                queue_time=queue_ms / 1000,
+                prompt_time=prefill_ms / 1000,
+                completion_time=decode_ms / 1000,
+                total_time=(prefill_ms + decode_ms) / 1000,
+            )
+        words = _completion_words(tokens)
+        created = int(time.time())
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(
+                _stream(request_id, model, created, words, decode_ms, usage, include_usage, profile),
+                media_type="text/event-stream",
+                headers={"x-request-id": request_id},
+            )
+        await asyncio.sleep(decode_ms / 1000)
+        headers = {"x-request-id": request_id}
+        if profile.timings == "openai":
+            headers["openai-processing-ms"] = str(int((time.perf_counter() - started) * 1000 + queue_ms))
+        payload = {
+            "id": f"chatcmpl-{request_id}",
+            "object": "chat.completion",
+            "created": created,
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "".join(words)},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": usage,
+        }
+        if profile.timings == "groq":
+            payload["x_groq"] = {"id": request_id}
+        return Response(orjson.dumps(payload), media_type="application/json", headers=headers)
+
+    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+
+
+async def _stream(
+    request_id: str,
+    model: str,
+    created: int,
+    words: list[str],
+    decode_ms: float,
+    usage: dict[str, Any],
+    include_usage: bool,
+    profile: Profile,
+) -> AsyncIterator[bytes]:
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        data = {
+            "id": f"chatcmpl-{request_id}",
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return b"data: " + orjson.dumps(data) + b"\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    per_token = decode_ms / 1000 / max(1, len(words) - 1)
+    for i, word in enumerate(words):
+        if i:
+            await asyncio.sleep(per_token)
+        yield chunk({"content": word})
+    extra: dict[str, Any] = {}
+    if profile.timings == "groq":
+        extra["x_groq"] = {"id": request_id, "usage": usage}
+    yield chunk({}, "stop", **extra)
+    if include_usage:
+        yield (
+            b"data: "
+            + orjson.dumps(
+                {
+                    "id": f"chatcmpl-{request_id}",
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
+            + b"\n\n"
+        )
+    yield b"data: [DONE]\n\n"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class SimServer:
+    """The simulated provider running on a loopback port in a daemon thread."""
+
+    def __init__(self, profile: Profile | None = None, port: int | None = None) -> None:
+        self.profile = profile or Profile()
+        self.port = port or free_port()
+        config = uvicorn.Config(app_for(self.profile), host="127.0.0.1", port=self.port, log_level="warning")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="agentscope-sim", daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, timeout: float = 10.0) -> SimServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the simulated provider did not start on port {self.port}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+
+@contextlib.contextmanager
+def serve(profile: Profile | None = None) -> Iterator[str]:
+    """Run the simulated provider for the duration of a ``with`` block; yields its base URL."""
+    server = SimServer(profile).start()
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
