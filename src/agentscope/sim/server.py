@@ -60,8 +60,6 @@ def app_for(profile: Profile) -> Starlette:
         decode_ms = (
             profile.draw(rng, tokens / profile.tokens_per_s * 1000) if profile.tokens_per_s > 0 else 0.0
         )
-        async with lock:  # one server-side "slot": queue time is real waiting
-            pass
         await asyncio.sleep(queue_ms / 1000)
         started = time.perf_counter()
         await asyncio.sleep(prefill_ms / 1000)
