@@ -75,7 +75,16 @@ def json_request_records(request: Any, line: int) -> Iterator[Record]:
     if not isinstance(request, dict) or "resourceSpans" not in request:
         yield Record(line, problem="not an OTLP ExportTraceServiceRequest (no resourceSpans)")
         return
-    for resource_spans in request.get("resourceSpans") or []:
+    try:
+        yield from _json_resource_spans(request["resourceSpans"], line)
+    except (TypeError, AttributeError, KeyError) as exc:
+        yield Record(line, problem=f"malformed OTLP request: {type(exc).__name__}: {exc}")
+
+
+def _json_resource_spans(resource_spans_list: Any, line: int) -> Iterator[Record]:
+    if not isinstance(resource_spans_list, list):
+        raise TypeError("resourceSpans is not a list")
+    for resource_spans in resource_spans_list:
         try:
             resource = json_attributes(((resource_spans or {}).get("resource") or {}).get("attributes"))
         except BadSpan as exc:

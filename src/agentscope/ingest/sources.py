@@ -71,7 +71,9 @@ def detect(stream: IO[bytes]) -> str:
         return "zipkin"
     if not head:
         raise UnknownFormat("the file is empty")
-    if head[:1] in (b"\n",) or all(32 <= b < 127 or b in (9, 10, 13) for b in head[:256]):
+    if _looks_delimited(head) or otlp.parse_proto_message(head) is not None:
+        return "otlp-proto"
+    if all(32 <= b < 127 or b in (9, 10, 13) for b in head[:256]):
         raise UnknownFormat("a text file that is not JSON")
     return "otlp-proto"
 

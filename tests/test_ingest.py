@@ -1,0 +1,296 @@
+"""Ingest of trace files: every format, by content; idempotent; bad input named, good spans kept."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from traces_fixtures import (
+    T1,
+    agent_trace_otlp,
+    dumps,
+    jaeger_document,
+    otlp_request,
+    otlp_span,
+    zipkin_spans,
+)
+
+import agentscope as ags
+from agentscope.ingest import ingest
+from agentscope.ingest.loader import BATCH_ROWS
+from agentscope.store import Store
+
+
+def kinds(store: Store) -> dict[str, str]:
+    return dict(store.con.execute("SELECT name, kind FROM spans").fetchall())
+
+
+def attrs(store: Store, name: str) -> dict:
+    (text,) = store.con.execute("SELECT attributes FROM spans WHERE name = ?", [name]).fetchall()[0]
+    return json.loads(text)
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+
+
+def test_otlp_json_lines_from_an_openllmetry_style_producer(tmp_path):
+    path = tmp_path / "traces.bin"  # the name says nothing; the content decides
+    path.write_text(dumps(agent_trace_otlp()) + "\n\n")
+    with Store(None) as store:
+        summary = ingest(store, [path])
+        assert summary.ok and summary.formats == {"otlp-json-lines": 1}
+        assert (summary.spans_read, summary.stored, summary.traces, summary.tasks) == (3, 3, 1, 1)
+        assert kinds(store) == {"resolve_ticket.workflow": "task", "openai.chat": "llm", "search": "tool"}
+        llm = attrs(store, "openai.chat")
+        assert llm["gen_ai.usage.input_tokens"] == 120 and llm["gen_ai.usage.output_tokens"] == 30
+        assert llm["gen_ai.provider.name"] == "openai"
+        assert llm["llm.tags"] == ["a"] and llm["meta"] == {"n": 1} and llm["flag"] is True
+        (row,) = store.con.execute(
+            "SELECT span_kind, service, scope, parent_id FROM spans WHERE name='openai.chat'"
+        ).fetchall()
+        assert row == ("CLIENT", "svc", "test-producer", "b7ad6b7169203331")
+
+
+def test_single_pretty_printed_otlp_document_and_gzip(tmp_path):
+    (tmp_path / "doc.json").write_text(json.dumps(agent_trace_otlp(), indent=2))
+    with gzip.open(tmp_path / "lines.gz", "wt") as out:
+        out.write(dumps(agent_trace_otlp("1" * 32)) + "\n")
+    with Store(None) as store:
+        summary = ingest(store, [tmp_path])
+        assert summary.ok
+        assert summary.formats == {"otlp-json": 1, "otlp-json-lines": 1}
+        assert summary.stored == 6 and summary.traces == 2
+
+
+def test_jaeger_and_zipkin_with_foreign_conventions(tmp_path):
+    (tmp_path / "jaeger.json").write_text(json.dumps(jaeger_document()))
+    (tmp_path / "zipkin.json").write_text(json.dumps(zipkin_spans()))
+    with gzip.open(tmp_path / "more.json.gz", "wt") as out:
+        json.dump(
+            {"traceID": "7" * 32, "spans": jaeger_document()["data"][0]["spans"][:1], "processes": {}}, out
+        )
+    with Store(None) as store:
+        summary = ingest(store, [tmp_path])
+        assert summary.ok, summary.problems
+        assert summary.formats == {"jaeger": 1, "zipkin": 1, "jaeger-trace": 1}
+        k = kinds(store)
+        assert k["agent.run"] == "agent" and k["ChatCompletion"] == "llm" and k["retrieve"] == "db"
+        assert k["invoke_agent support"] == "agent" and k["get"] == "http" and k["SELECT"] == "db"
+        assert attrs(store, "ChatCompletion")["gen_ai.request.model"] == "gpt-4o"
+        assert attrs(store, "ChatCompletion")["gen_ai.usage.input_tokens"] == 200
+        assert attrs(store, "get")["server.address"] == "billing"
+        rows = dict(
+            store.con.execute(
+                "SELECT name, (span_kind, status, service, end_ns - start_ns) FROM spans"
+            ).fetchall()
+        )
+        assert rows["retrieve"] == ("CONSUMER", "ERROR", "research-agent", 300_000_000)
+        assert rows["get"][0] == "CLIENT" and rows["get"][3] == 100_000_000
+
+
+def test_otlp_protobuf_single_and_length_delimited_from_the_real_otel_encoder(tmp_path):
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("producer")
+    for n in range(3):
+        with (
+            tracer.start_as_current_span(f"task {n}", attributes={"agentscope.kind": "task"}),
+            tracer.start_as_current_span(
+                "chat", attributes={"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5}
+            ),
+        ):
+            pass
+    messages = [encode_spans(exporter.get_finished_spans()[k : k + 2]).SerializeToString() for k in (0, 2, 4)]
+    (tmp_path / "single.pb").write_bytes(messages[0])
+    delimited = b"".join(_varint(len(m)) + m for m in messages)
+    (tmp_path / "stream.otlp").write_bytes(delimited)
+    with gzip.open(tmp_path / "stream.otlp.gz", "wb") as out:
+        out.write(delimited)
+    with Store(None) as store:
+        summary = ingest(store, [tmp_path])
+        assert summary.ok, summary.problems
+        assert summary.formats == {"otlp-proto": 3}
+        assert store.span_count() == 6 and summary.stored == 6 and summary.already_stored == 8
+        assert dict(store.con.execute("SELECT kind, count(*) FROM spans GROUP BY kind").fetchall()) == {
+            "task": 3,
+            "llm": 3,
+        }
+
+
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def test_agentscope_sdk_jsonl_round_trip_keeps_cpu_and_thread(tmp_path):
+    path = tmp_path / "sdk.jsonl"
+    ags.init(store=None, jsonl_path=path, instrument=False)
+
+    @ags.task
+    def job():
+        search()
+
+    @ags.tool
+    def search():
+        return 1
+
+    job()
+    ags.shutdown()
+    with Store(None) as store:
+        assert ingest(store, [path]).ok
+        rows = store.con.execute(
+            "SELECT name, kind, cpu_ns IS NOT NULL, thread_id IS NOT NULL FROM spans ORDER BY name"
+        ).fetchall()
+        assert rows == [("execute_tool search", "tool", True, True), ("job", "task", True, True)]
+        assert "agentscope.cpu_ns" not in attrs(store, "job")
+
+
+def test_ingest_is_idempotent_and_spans_may_precede_their_parent(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(dumps(agent_trace_otlp()) + "\n")  # children are listed before their parent
+    b.write_text(dumps(agent_trace_otlp()) + "\n" + dumps(agent_trace_otlp("2" * 32)) + "\n")
+    path = tmp_path / "store.duckdb"
+    with Store(path) as store:
+        first = ingest(store, [a])
+        again = ingest(store, [a, b])
+        assert (first.stored, again.stored, again.already_stored) == (3, 3, 6)
+        assert store.span_count() == 6 and store.trace_count() == 2
+    result = cli("blame", str(a), "--format", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["tasks"]["count"] == 1
+
+
+BAD_LINES = [
+    ("{not json", "invalid JSON"),
+    (dumps(otlp_request([otlp_span(T1, "2" * 16, None, "x", 0, 1)]) | {"resourceSpans": "oops"}), None),
+    (
+        dumps(
+            otlp_request(
+                [
+                    {
+                        "spanId": "3" * 16,
+                        "name": "no trace id",
+                        "startTimeUnixNano": "1",
+                        "endTimeUnixNano": "2",
+                    }
+                ]
+            )
+        ),
+        "trace id",
+    ),
+    (dumps(otlp_request([otlp_span(T1, "4" * 16, None, "backwards", 10, 5)])), "ends before it starts"),
+    (
+        dumps(otlp_request([otlp_span(T1, "5" * 16, None, "x", 0, 1) | {"startTimeUnixNano": "soon"}])),
+        "not an integer",
+    ),
+    (
+        dumps(otlp_request([otlp_span(T1, "6" * 16, None, "x", 0, 1, [{"key": "a", "value": 3}])])),
+        "not an AnyValue",
+    ),
+    (dumps(otlp_request([otlp_span(T1, "b7ad6b7169203331", None, "other name", 0, 1)])), "appears twice"),
+    (dumps({"hello": "world"}), "no resourceSpans"),
+]
+
+
+def test_bad_lines_are_named_and_every_good_span_is_kept(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    lines = (
+        [dumps(agent_trace_otlp())] + [line for line, _ in BAD_LINES] + [dumps(agent_trace_otlp("9" * 32))]
+    )
+    path.write_text("\n".join(lines) + "\n")
+    with Store(None) as store:
+        summary = ingest(store, [path])
+        assert store.span_count() == 6
+    assert not summary.ok
+    found = {str(p) for p in summary.problems}
+    for number, (_, reason) in enumerate(BAD_LINES, start=2):
+        if reason:
+            assert any(f"mixed.jsonl:{number}:" in p and reason in p for p in found), (number, reason, found)
+    result = cli("ingest", str(path), "--store", str(tmp_path / "s.duckdb"))
+    assert result.returncode == 2
+    assert "mixed.jsonl:2: invalid JSON" in result.stderr and "spans stored (new)" in result.stdout
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path):
+    lines = "".join(dumps(agent_trace_otlp(f"{n + 1:032x}")) + "\n" for n in range(200))
+    data = gzip.compress(lines.encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    with Store(None) as store:
+        summary = ingest(store, [path])
+        kept = store.span_count()
+    assert 0 < kept < 600 and kept % 3 == 0
+    assert any("ends early" in str(p) for p in summary.problems)
+
+
+def test_a_50_mb_attribute_is_cut_and_reported_not_loaded_whole(tmp_path):
+    huge = "x" * (50 * 1024 * 1024)
+    span = otlp_span(T1, "7" * 16, None, "big", 0, 1, [{"key": "prompt", "value": {"stringValue": huge}}])
+    path = tmp_path / "huge.jsonl"
+    path.write_text(dumps(agent_trace_otlp()) + "\n" + dumps(otlp_request([span])) + "\n")
+    with Store(None) as store:
+        summary = ingest(store, [path])
+        assert store.span_count() == 4
+        (size,) = store.con.execute("SELECT length(attributes) FROM spans WHERE name='big'").fetchall()[0]
+    assert size < 2 * 1024 * 1024
+    assert any("huge.jsonl:2: attribute value cut" in str(p) for p in summary.problems)
+
+
+def test_unknown_and_missing_files_are_reported(tmp_path):
+    (tmp_path / "notes.txt").write_text("just text\n")
+    (tmp_path / "empty.json").write_text("")
+    with Store(None) as store:
+        summary = ingest(store, [tmp_path, tmp_path / "nope.jsonl"])
+    reasons = " | ".join(str(p) for p in summary.problems)
+    assert "notes.txt: cannot read: a text file that is not JSON" in reasons
+    assert "empty.json: cannot read: the file is empty" in reasons
+    assert "nope.jsonl: no such file or folder" in reasons
+
+
+def test_a_killed_ingest_leaves_whole_batches_and_can_be_redone(tmp_path):
+    path = tmp_path / "big.jsonl"
+    with path.open("w") as out:
+        for n in range(30_000):
+            out.write(dumps(agent_trace_otlp(f"{n + 1:032x}")) + "\n")
+    store_path = tmp_path / "killed.duckdb"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentscope.cli", "ingest", str(path), "--store", str(store_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not store_path.exists() or store_path.stat().st_size < 2_000_000):
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    with Store(store_path) as store:
+        partial = store.span_count()
+    assert partial < 90_000 and partial % BATCH_ROWS == 0, partial  # whole batches only
+    result = cli("ingest", str(path), "--store", str(store_path))
+    assert result.returncode == 0, result.stderr
+    with Store(store_path, read_only=True) as store:
+        assert store.span_count() == 90_000

@@ -1,0 +1,126 @@
+"""agentscope serve: real OTel SDK exporters, JSON and protobuf bodies, limits and bad bodies."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import uvicorn
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from traces_fixtures import T1, agent_trace_otlp, otlp_request, otlp_span
+
+from agentscope.ingest.receiver import Receiver
+from agentscope.sim.server import free_port
+from agentscope.store import Store
+
+
+@pytest.fixture
+def receiver(tmp_path):
+    receiver = Receiver(tmp_path / "received.duckdb", max_body=1_000_000)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(receiver.app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    receiver.url = f"http://127.0.0.1:{port}/v1/traces"
+    yield receiver
+    server.should_exit = True
+    thread.join(timeout=10)
+    receiver.close()
+
+
+def post(url: str, body: bytes, content_type: str, encoding: str | None = None) -> tuple[int, bytes]:
+    headers = {"Content-Type": content_type}
+    if encoding:
+        headers["Content-Encoding"] = encoding
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def count(receiver: Receiver) -> int:
+    """Spans stored once the writer has caught up (an empty write queued behind the others)."""
+    receiver.writer.submit([]).result(timeout=30)
+    return receiver.store.span_count()
+
+
+def test_eight_real_exporters_in_threads_lose_no_span(receiver):
+    per_exporter = 2_500
+
+    def produce(n: int) -> None:
+        provider = TracerProvider(resource=Resource.create({"service.name": f"agent-{n}"}))
+        provider.add_span_processor(
+            BatchSpanProcessor(OTLPSpanExporter(endpoint=receiver.url), max_queue_size=per_exporter * 2)
+        )
+        tracer = provider.get_tracer("load")
+        for k in range(per_exporter // 2):
+            with (
+                tracer.start_as_current_span(f"task {n}-{k}", attributes={"agentscope.kind": "task"}),
+                tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}),
+            ):
+                pass
+        provider.shutdown()
+
+    threads = [threading.Thread(target=produce, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert count(receiver) == 8 * per_exporter
+    services = receiver.store.con.execute("SELECT count(DISTINCT service) FROM spans").fetchall()[0][0]
+    assert services == 8
+
+
+def test_json_and_gzip_bodies_and_partial_success(receiver):
+    status, body = post(receiver.url, json.dumps(agent_trace_otlp()).encode(), "application/json")
+    assert (status, json.loads(body)) == (200, {})
+    bad = otlp_span(T1, "4" * 16, None, "backwards", 10, 5)
+    good = otlp_span("3" * 32, "5" * 16, None, "fine", 0, 5)
+    status, body = post(
+        receiver.url,
+        gzip.compress(json.dumps(otlp_request([bad, good])).encode()),
+        "application/json",
+        "gzip",
+    )
+    assert status == 200
+    partial = json.loads(body)["partialSuccess"]
+    assert partial["rejectedSpans"] == "1" and "ends before it starts" in partial["errorMessage"]
+    assert count(receiver) == 4
+
+
+def test_protobuf_response_and_bad_bodies_do_not_stop_the_server(receiver):
+    status, body = post(receiver.url, b"\x0a\x05garbage-not-protobuf", "application/x-protobuf")
+    assert status == 400 and b"invalid protobuf" in body
+    status, body = post(receiver.url, b"{nope", "application/json")
+    assert status == 400 and b"invalid JSON" in body
+    status, _ = post(receiver.url, b"x" * 1_000_001, "application/json")
+    assert status == 413
+    status, _ = post(receiver.url, gzip.compress(b" " * 2_000_000), "application/json", "gzip")
+    assert status == 413
+    status, body = post(receiver.url, b"", "application/x-protobuf")
+    assert status == 200
+    ExportTraceServiceResponse.FromString(body)
+    status, _ = post(receiver.url, json.dumps(agent_trace_otlp()).encode(), "application/json")
+    assert status == 200 and count(receiver) == 3
+    with urllib.request.urlopen(receiver.url.removesuffix("v1/traces"), timeout=10) as response:
+        assert b"3 spans received" in response.read()
+
+
+def test_the_store_is_a_normal_store_afterwards(receiver, tmp_path):
+    post(receiver.url, json.dumps(agent_trace_otlp()).encode(), "application/json")
+    assert count(receiver) == 3
+    assert isinstance(receiver.store, Store)
