@@ -7,6 +7,8 @@ lists the same keys with their units; a test keeps the two in step.
 
 from __future__ import annotations
 
+import functools
+
 # --- agentscope's own keys -------------------------------------------------
 KIND = "agentscope.kind"
 """The agentscope span kind: task, agent, llm, tool, db, http, step, queue, backoff."""
@@ -70,6 +72,7 @@ SENSITIVE_KEY_PARTS = ("authorization", "api_key", "api-key", "apikey", "passwor
 """Attribute keys containing any of these are never stored, whatever produced the span."""
 
 
+@functools.lru_cache(maxsize=8192)
 def is_sensitive(key: str) -> bool:
     """True for attribute keys that may carry credentials; those are never stored."""
     lowered = key.lower()

@@ -91,11 +91,11 @@ class _Writer:
         self.store, self.summary, self.name, self.progress = store, summary, name, progress
         self.rows: list[tuple] = []
         self.lines: list[int] = []
-        self.seen: dict[tuple[str, str], int] = {}
+        self.seen: dict[tuple[str, str], tuple] = {}
 
     def add(self, row: tuple, line: int) -> None:
         key = (row[0], row[1])
-        signature = zlib.crc32(repr((row[2], row[3], row[6], row[7])).encode())
+        signature = (row[2], row[3], row[6], row[7])
         previous = self.seen.get(key)
         if previous is not None:
             if previous != signature:
@@ -120,8 +120,9 @@ class _Writer:
         con = self.store.con
         con.register("agentscope_batch", rows_to_table(self.rows))
         try:
-            conflicts = set(con.execute(_CONFLICTS).fetchall())
             added = con.execute(_INSERT).fetchall()[0][0]
+            # Only spans that were already stored can conflict; the new ones match themselves.
+            conflicts = set(con.execute(_CONFLICTS).fetchall()) if added < len(self.rows) else set()
             con.execute(
                 "INSERT OR IGNORE INTO agentscope_ingested SELECT DISTINCT trace_id FROM agentscope_batch"
             ).fetchall()

@@ -29,13 +29,20 @@ class BadSpan(ValueError):
     """A span that cannot be stored; the message says why."""
 
 
+_HEX = frozenset("0123456789abcdef")
+
+
 def hex_id(value: Any, width: int, what: str) -> str:
     """A lowercase hex id of ``width`` digits from hex text, base64 text or bytes."""
+    if isinstance(value, str) and len(value) == width:
+        text = value.lower()
+        if _HEX.issuperset(text) and text.strip("0"):
+            return text
     if isinstance(value, bytes):
         text = value.hex()
     elif isinstance(value, str):
         text = value.strip().lower()
-        if len(text) != width or any(c not in "0123456789abcdef" for c in text):
+        if len(text) != width or not _HEX.issuperset(text):
             try:
                 raw = base64.b64decode(value, validate=True)
             except (binascii.Error, ValueError):
@@ -44,9 +51,9 @@ def hex_id(value: Any, width: int, what: str) -> str:
                 text = raw.hex()
     else:
         raise BadSpan(f"{what} is {type(value).__name__}, not a hex string")
-    if len(text) < width and len(text) in (16, 32) and all(c in "0123456789abcdef" for c in text):
+    if len(text) < width and len(text) in (16, 32) and _HEX.issuperset(text):
         text = text.rjust(width, "0")
-    if len(text) != width or any(c not in "0123456789abcdef" for c in text) or set(text) == {"0"}:
+    if len(text) != width or not _HEX.issuperset(text) or not text.strip("0"):
         raise BadSpan(f"{what} {value!r} is not {width} hex digits")
     return text
 

@@ -1,0 +1,189 @@
+"""Ingest throughput: agentscope ingest of OTLP JSON lines next to DuckDB's own read_json.
+
+    python benchmarks/ingest_throughput.py [--sizes 100000 1000000]
+
+Generates OTLP JSON lines of agent-shaped traces (a task root and 20 children
+with GenAI, tool, DB and HTTP attributes; 50 traces per line, as a Collector
+file exporter batches them), then in one run, each in a fresh child process:
+
+- agentscope: ``ingest()`` into a new store (parse, classify, normalise, insert);
+- DuckDB ``read_json`` with an explicit schema and ``records=true``, spans
+  unnested into a flat table: the practical ceiling on this machine.
+
+Prints spans/s and peak RSS for both, and the ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+CHILDREN = [
+    (
+        "chat gpt-oss-120b",
+        3,
+        [
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.request.model", "gpt-oss-120b"),
+            ("gen_ai.provider.name", "groq"),
+            ("gen_ai.usage.input_tokens", 900),
+            ("gen_ai.usage.output_tokens", 120),
+        ],
+    ),
+    (
+        "execute_tool search_kb",
+        1,
+        [("gen_ai.operation.name", "execute_tool"), ("gen_ai.tool.name", "search_kb")],
+    ),
+    ("SELECT postgresql", 3, [("db.system.name", "postgresql"), ("db.operation.name", "SELECT")]),
+    (
+        "GET",
+        3,
+        [
+            ("http.request.method", "GET"),
+            ("server.address", "billing.internal"),
+            ("http.response.status_code", 200),
+        ],
+    ),
+]
+
+
+def kv(key: str, value: object) -> dict:
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": str(value)}}
+
+
+def write_file(path: Path, spans: int) -> int:
+    base = 1_700_000_000_000_000_000
+    written = 0
+    trace_no = 0
+    with path.open("w") as out:
+        while written < spans:
+            line_spans = []
+            for _ in range(50):
+                trace_no += 1
+                trace = f"{trace_no:032x}"
+                root = f"{trace_no * 32:016x}"
+                start = base + trace_no * 10**9
+                line_spans.append(
+                    {
+                        "traceId": trace,
+                        "spanId": root,
+                        "name": "resolve_ticket",
+                        "kind": 1,
+                        "startTimeUnixNano": str(start),
+                        "endTimeUnixNano": str(start + 21 * 10**7),
+                        "attributes": [kv("agentscope.kind", "task")],
+                        "status": {},
+                    }
+                )
+                for j in range(20):
+                    name, kind, attributes = CHILDREN[j % len(CHILDREN)]
+                    s = start + j * 10**7
+                    line_spans.append(
+                        {
+                            "traceId": trace,
+                            "spanId": f"{trace_no * 32 + j + 1:016x}",
+                            "parentSpanId": root,
+                            "name": name,
+                            "kind": kind,
+                            "startTimeUnixNano": str(s),
+                            "endTimeUnixNano": str(s + 9 * 10**6),
+                            "attributes": [kv(k, v) for k, v in attributes],
+                            "status": {},
+                        }
+                    )
+            request = {
+                "resourceSpans": [
+                    {
+                        "resource": {"attributes": [kv("service.name", "bench")]},
+                        "scopeSpans": [{"scope": {"name": "bench"}, "spans": line_spans}],
+                    }
+                ]
+            }
+            out.write(json.dumps(request) + "\n")
+            written += len(line_spans)
+    return written
+
+
+AGENTSCOPE = """
+import json, resource, sys, time
+from pathlib import Path
+from agentscope.ingest import ingest
+from agentscope.store import Store
+t0 = time.perf_counter()
+with Store(sys.argv[2]) as store:
+    summary = ingest(store, [Path(sys.argv[1])])
+    stored = store.span_count()
+print(json.dumps({"seconds": time.perf_counter() - t0, "stored": stored, "ok": summary.ok,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+DUCKDB = """
+import json, resource, sys, time
+import duckdb
+kv = "STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR))[]"
+span = ("STRUCT(traceId VARCHAR, spanId VARCHAR, parentSpanId VARCHAR, name VARCHAR, kind INTEGER, "
+        f"startTimeUnixNano VARCHAR, endTimeUnixNano VARCHAR, attributes {kv})")
+columns = {"resourceSpans": f"STRUCT(resource STRUCT(attributes {kv}), scopeSpans STRUCT(spans {span}[])[])[]"}
+t0 = time.perf_counter()
+con = duckdb.connect(sys.argv[2])
+con.execute("SET enable_progress_bar = false")
+con.execute(f'''
+    CREATE TABLE flat AS
+    SELECT s.traceId AS trace_id, s.spanId AS span_id, s.parentSpanId AS parent_id, s.name,
+           s.kind, CAST(s.startTimeUnixNano AS BIGINT) AS start_ns, CAST(s.endTimeUnixNano AS BIGINT) AS end_ns,
+           s.attributes
+    FROM (SELECT unnest(ss.spans) AS s
+          FROM (SELECT unnest(rs.scopeSpans) AS ss
+                FROM (SELECT unnest(resourceSpans) AS rs
+                      FROM read_json('{sys.argv[1]}', columns = {columns!r}, records = true,
+                                     format = 'newline_delimited', maximum_object_size = 1000000000))))
+''')
+stored = con.execute("SELECT count(*) FROM flat").fetchall()[0][0]
+con.close()
+print(json.dumps({"seconds": time.perf_counter() - t0, "stored": stored, "ok": True,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run(code: str, *args: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    args = parser.parse_args()
+    print(
+        "| spans | file (MB) | DuckDB read_json spans/s | agentscope ingest spans/s | ratio | "
+        "RSS read_json (MB) | RSS ingest (MB) |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for size in args.sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "spans.jsonl"
+            spans = write_file(path, size)
+            mb = path.stat().st_size / 1e6
+            duck = run(DUCKDB, str(path), os.path.join(tmp, "flat.duckdb"))
+            ours = run(AGENTSCOPE, str(path), os.path.join(tmp, "store.duckdb"))
+            assert ours["stored"] == spans and duck["stored"] == spans and ours["ok"]
+            duck_rate, our_rate = spans / duck["seconds"], spans / ours["seconds"]
+            print(
+                f"| {spans:,} | {mb:,.0f} | {duck_rate:,.0f} | {our_rate:,.0f} | {our_rate / duck_rate:.2f} | "
+                f"{duck['rss_mb']:.0f} | {ours['rss_mb']:.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    main()
