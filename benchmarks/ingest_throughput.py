@@ -132,15 +132,16 @@ import duckdb
 kv = "STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR))[]"
 span = ("STRUCT(traceId VARCHAR, spanId VARCHAR, parentSpanId VARCHAR, name VARCHAR, kind INTEGER, "
         f"startTimeUnixNano VARCHAR, endTimeUnixNano VARCHAR, attributes {kv})")
-columns = {"resourceSpans": f"STRUCT(resource STRUCT(attributes {kv}), scopeSpans STRUCT(spans {span}[])[])[]"}
+resource_spans = f"STRUCT(resource STRUCT(attributes {kv}), scopeSpans STRUCT(spans {span}[])[])[]"
+columns = {"resourceSpans": resource_spans}
 t0 = time.perf_counter()
 con = duckdb.connect(sys.argv[2])
 con.execute("SET enable_progress_bar = false")
 con.execute(f'''
     CREATE TABLE flat AS
     SELECT s.traceId AS trace_id, s.spanId AS span_id, s.parentSpanId AS parent_id, s.name,
-           s.kind, CAST(s.startTimeUnixNano AS BIGINT) AS start_ns, CAST(s.endTimeUnixNano AS BIGINT) AS end_ns,
-           s.attributes
+           s.kind, CAST(s.startTimeUnixNano AS BIGINT) AS start_ns,
+           CAST(s.endTimeUnixNano AS BIGINT) AS end_ns, s.attributes
     FROM (SELECT unnest(ss.spans) AS s
           FROM (SELECT unnest(rs.scopeSpans) AS ss
                 FROM (SELECT unnest(resourceSpans) AS rs
@@ -180,8 +181,8 @@ def main() -> None:
             assert ours["stored"] == spans and duck["stored"] == spans and ours["ok"]
             duck_rate, our_rate = spans / duck["seconds"], spans / ours["seconds"]
             print(
-                f"| {spans:,} | {mb:,.0f} | {duck_rate:,.0f} | {our_rate:,.0f} | {our_rate / duck_rate:.2f} | "
-                f"{duck['rss_mb']:.0f} | {ours['rss_mb']:.0f} |"
+                f"| {spans:,} | {mb:,.0f} | {duck_rate:,.0f} | {our_rate:,.0f} | "
+                f"{our_rate / duck_rate:.2f} | {duck['rss_mb']:.0f} | {ours['rss_mb']:.0f} |"
             )
 
 
