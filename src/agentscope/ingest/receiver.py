@@ -109,16 +109,23 @@ def decode(body: bytes, content_type: str) -> list[Record]:
     return list(otlp.proto_request_records(request, 1))
 
 
+DRAIN_LIMIT = 64 * 1024 * 1024
+"""An oversized body is read and dropped up to this size, so the client gets its 413 instead of a reset."""
+
+
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isdigit() and int(declared) > DRAIN_LIMIT:
         raise BodyTooLarge
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
+        if size > DRAIN_LIMIT:
+            break
+        if size <= limit:
+            chunks.append(chunk)
+    if size > limit:
+        raise BodyTooLarge
     body = b"".join(chunks)
     encoding = request.headers.get("content-encoding", "").lower()
     if encoding == "gzip":
