@@ -40,6 +40,8 @@ class TaskResult:
     cached_tokens: int = 0
     whatif_ns: list[float] = field(default_factory=list)
     """New duration under each variant passed to ``analyze``."""
+    models: dict[str, list[int]] = field(default_factory=dict)
+    """model → [input tokens, output tokens, cached input tokens, calls], for pricing."""
 
     def category_ns(self) -> dict[str, float]:
         out = dict.fromkeys(C.CATEGORIES, 0.0)
@@ -114,6 +116,7 @@ def explain(
             serial_llm.add(span)
     operations: dict[str, tuple[str, float, int]] = {}
     llm_calls = input_tokens = output_tokens = cached_tokens = 0
+    models: dict[str, list[int]] = {}
     rows, batch, parent = trace.rows, trace.batch, trace.parent
     inputs, outputs, cached = batch["input_tokens"], batch["output_tokens"], batch["cached_tokens"]
     for i in spans:
@@ -121,9 +124,15 @@ def explain(
         if k == "llm":
             row = rows[i]
             llm_calls += 1
-            input_tokens += inputs[row] or 0
-            output_tokens += outputs[row] or 0
-            cached_tokens += cached[row] or 0
+            usage = (inputs[row] or 0, outputs[row] or 0, cached[row] or 0)
+            input_tokens += usage[0]
+            output_tokens += usage[1]
+            cached_tokens += usage[2]
+            tally = models.setdefault(trace.label[i], [0, 0, 0, 0])
+            tally[0] += usage[0]
+            tally[1] += usage[1]
+            tally[2] += usage[2]
+            tally[3] += 1
         if k in OPERATION_KINDS and not (k == "http" and kind[parent[i]] == "llm"):
             label = trace.label[i]
             category, _, calls = operations.get(label, (OPERATION_KINDS[k], 0.0, 0))
@@ -142,6 +151,7 @@ def explain(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cached_tokens=cached_tokens,
+        models=models,
     )
     if variants:
         result.whatif_ns = simulate(trace, task, mixes, leaves, tables or reductions(variants))

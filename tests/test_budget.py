@@ -1,0 +1,145 @@
+"""The budget against published figures, the catalog format, and the budget/v1 document."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from agentscope.analysis import KEYS
+from agentscope.analysis.report import DEFAULT_SCENARIOS, blame, variants
+from agentscope.analysis.tasks import TaskResult
+from agentscope.budget import build, load
+from agentscope.budget.catalog import CatalogError, parse
+from agentscope.budget.costs import break_even_tokens, headroom, per_minute, per_second
+
+SCHEMAS = Path(__file__).resolve().parent.parent / "docs" / "schemas"
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load()
+
+
+def option(catalog, name):
+    return next(o for o in (*catalog.per_token, *catalog.fixed) if o.name == name)
+
+
+def test_token_costs_match_published_prices(catalog):
+    assert option(catalog, "groq-gpt-oss-120b").cost(30e6, 120e6) == pytest.approx(76.50)
+    assert option(catalog, "cerebras-gpt-oss-120b").cost(30e6, 120e6) == pytest.approx(100.50)
+    assert option(catalog, "groq-gpt-oss-20b").cost(30e6, 120e6) == pytest.approx(38.25)
+
+
+def test_fixed_monthly_costs(catalog):
+    assert option(catalog, "lambda-b200-x1").monthly_cost == pytest.approx(5102.70)
+    assert option(catalog, "lambda-b200-x8").monthly_cost == pytest.approx(39069.60)
+    assert option(catalog, "aws-inf2-xlarge").monthly_cost == pytest.approx(554.80)
+    assert option(catalog, "gcp-tpu-v6e-8").monthly_cost == pytest.approx(15768.00)
+    assert option(catalog, "oci-mi355x-x8").monthly_cost == pytest.approx(50224.00)
+
+
+def test_blended_price_break_even_and_rate_limit_headroom(catalog):
+    groq, b200 = option(catalog, "groq-gpt-oss-120b"), option(catalog, "lambda-b200-x1")
+    assert groq.blended_per_million(0.2) == pytest.approx(0.51)
+    volume = break_even_tokens(groq, b200, 0.2)
+    assert volume == pytest.approx(10.005e9, rel=1e-4)
+    assert per_second(volume) == pytest.approx(3808, abs=1)
+    assert per_minute(volume) == pytest.approx(228_431, abs=1)
+    (tpm,) = [row for row in headroom(groq, volume, 0) if row["limit"] == "tokens_per_minute"]
+    assert tpm["share"] == pytest.approx(0.914, abs=0.0005)
+
+
+def results(n=10, accepted=8) -> list[TaskResult]:
+    out = []
+    for k in range(n):
+        components = [0.0] * len(KEYS)
+        components[KEYS.index("inference.decode")] = 600e6
+        components[KEYS.index("tool")] = 400e6 + k * 1e6
+        out.append(
+            TaskResult(
+                trace_id=f"{k:032x}",
+                span_id=f"{k:016x}",
+                name="ticket",
+                start_ns=1_700_000_000_000_000_000 + k * 10**9,
+                duration_ns=int(sum(components)),
+                accepted=k < accepted,
+                components=components,
+                llm_calls=3,
+                input_tokens=3_000,
+                output_tokens=12_000,
+                models={"gpt-oss-120b": [3_000, 12_000, 0, 3]},
+                whatif_ns=[
+                    sum(components) - 600e6 * (1 - 1 / f)
+                    for s in DEFAULT_SCENARIOS
+                    for f in (s.speedups["inference"],) * 2
+                ],
+            )
+        )
+    return out
+
+
+def test_budget_document_prices_the_traced_tokens(catalog):
+    rs = results()
+    report = build(
+        rs, blame(rs), catalog, tasks_per_month=10_000, curve=[(1.0, 1.0, 1.0), (float("inf"), 0.5, 0.6)]
+    )
+    jsonschema.validate(report, json.loads((SCHEMAS / "budget.v1.schema.json").read_text()))
+    assert report["projection"]["monthly_tokens"] == {
+        "input": 30e6,
+        "output": 120e6,
+        "cached": 0.0,
+        "total": 150e6,
+    }
+    options = {o["name"]: o for o in report["options"]}
+    assert options["groq-gpt-oss-120b"]["monthly_cost"] == pytest.approx(76.50)
+    assert options["cerebras-gpt-oss-120b"]["monthly_cost"] == pytest.approx(100.50)
+    assert options["groq-gpt-oss-120b"]["cost_per_accepted_task"] == pytest.approx(76.50 / 8_000)
+    assert "groq-gpt-oss-20b" not in options
+    assert options["lambda-b200-x1"]["monthly_cost"] == pytest.approx(5102.70)
+    even = next(
+        b
+        for b in report["break_even"]
+        if (b["per_token"], b["fixed"]) == ("groq-gpt-oss-120b", "lambda-b200-x1")
+    )
+    assert even["blended_per_million"] == pytest.approx(0.51)
+    assert even["monthly_tokens"] == pytest.approx(10.005e9, rel=1e-4)
+    assert even["share_of_tokens_per_minute_limit"] == pytest.approx(0.914, abs=0.0005)
+    assert even["tasks_per_month"] == pytest.approx(10.005e9 / 15_000, rel=1e-4)
+    assert report["scope"]["accepted_rate"] == 0.8
+    assert report["usage"]["per_accepted_task"]["output_tokens"] == pytest.approx(12_000 * 10 / 8)
+    limits = {r["limit"]: r for r in report["rate_limits"]}
+    assert limits["tokens_per_minute"]["average_use"] == pytest.approx(150e6 / (730 * 60))
+    assert report["latency"]["curve"][1]["inference_speedup"] == "inf"
+
+
+def test_model_map_prices_a_traced_model_as_a_candidate(catalog):
+    rs = results()
+    for r in rs:
+        r.models = {"my-finetune": r.models.pop("gpt-oss-120b")}
+    plain = build(rs, blame(rs), catalog, tasks_per_month=10_000)
+    assert plain["usage"]["unpriced_models"] == ["my-finetune"]
+    assert [o["kind"] for o in plain["options"]].count("per_token") == 0
+    mapped = build(rs, blame(rs), catalog, tasks_per_month=10_000, model_map={"my-finetune": "gpt-oss-20b"})
+    (option_row,) = [o for o in mapped["options"] if o["kind"] == "per_token"]
+    assert option_row["name"] == "groq-gpt-oss-20b" and option_row["monthly_cost"] == pytest.approx(38.25)
+
+
+def test_catalog_errors_name_the_entry_and_field(tmp_path):
+    with pytest.raises(CatalogError, match=r"per_token entry 1 \(cheap\): output_per_million"):
+        parse('[[per_token]]\nname="cheap"\nprovider="x"\nmodel="m"\ninput_per_million=1\n', "mine.toml")
+    with pytest.raises(CatalogError, match="count must be a positive whole number"):
+        parse('[[fixed]]\nname="g"\nprovider="x"\nunit="GPU"\nper_hour=2\ncount=0\n', "mine.toml")
+    with pytest.raises(CatalogError, match="not valid TOML"):
+        parse("[[per_token]\n", "mine.toml")
+    with pytest.raises(CatalogError, match="cannot read pricing file"):
+        load(tmp_path / "missing.toml")
+    own = parse(
+        '[[per_token]]\nname="own"\nprovider="us"\nmodel="m"\ninput_per_million=1\noutput_per_million=2\n'
+        "cached_input_per_million=0.5\n",
+        "mine.toml",
+    )
+    assert own.per_token[0].cost(1e6, 1e6, cached_tokens=5e5) == pytest.approx(0.5 + 0.25 + 2)
+    assert variants(DEFAULT_SCENARIOS)
