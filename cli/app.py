@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from agentscope.cli.budget_html import budget_html
+from agentscope.cli.budget_markdown import budget_markdown
 from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
 from agentscope.cli.render import blame_markdown, print_blame
 from agentscope.cli.waterfall import waterfall
@@ -27,6 +29,9 @@ from agentscope.analysis.chips import load_presets
 from agentscope.analysis.pipeline import blame_store, explain_stored_trace
 from agentscope.analysis.report import DEFAULT_SCENARIOS, trace_report
 from agentscope.analysis.whatif import Scenario
+from agentscope.budget.catalog import CatalogError
+from agentscope.budget.catalog import load as load_catalog
+from agentscope.budget.pipeline import budget_store
 from agentscope.ingest.receiver import DEFAULT_MAX_BODY, Receiver
 from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
@@ -266,6 +271,68 @@ def blame(
             print_blame(report, Console(file=handle, width=120))
     else:
         print_blame(report, Console())
+
+
+@app.command()
+def budget(
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="Trace files or folders to budget (with --store: ingest them first)."),
+    ] = None,
+    store: StoreOption = None,
+    pricing: Annotated[Path | None, typer.Option("--pricing", help="Your pricing catalog (TOML).")] = None,
+    tasks_per_month: Annotated[
+        float, typer.Option("--tasks-per-month", min=0, help="Monthly task volume to project to.")
+    ] = 10_000,
+    model_map: Annotated[
+        list[str] | None,
+        typer.Option("--model-map", help="Price a traced model as a catalog model: TRACED=CANDIDATE."),
+    ] = None,
+    task: Annotated[str | None, typer.Option("--task", help="Only tasks with this name.")] = None,
+    speedup: Annotated[list[str] | None, typer.Option("--speedup", help="Extra what-if scenario.")] = None,
+    chip: Annotated[str | None, typer.Option("--chip", help="A chip preset for the what-if rows.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="markdown, json or html.")] = "markdown",
+    output: Annotated[Path | None, typer.Option("--output", help="Write the document to this file.")] = None,
+) -> None:
+    """Latency and token cost as a document procurement can read."""
+    try:
+        if fmt not in ("markdown", "json", "html"):
+            raise UsageProblem(f"--format {fmt!r}: choose markdown, json or html")
+        if fmt == "html" and output is None:
+            raise UsageProblem("--format html writes a file: give --output FILE")
+        mapping = {}
+        for text in model_map or []:
+            traced, sep, candidate = text.partition("=")
+            if not sep or not traced or not candidate:
+                raise UsageProblem(f"--model-map {text!r}: expected TRACED=CANDIDATE")
+            mapping[traced] = candidate
+        try:
+            catalog = load_catalog(pricing)
+        except CatalogError as exc:
+            raise UsageProblem(str(exc)) from None
+        scenarios, headline = scenarios_for(speedup or [], chip)
+        with open_store(paths, store, Console(stderr=True)) as opened:
+            document = budget_store(
+                opened,
+                catalog,
+                tasks_per_month,
+                scenarios=scenarios,
+                headline=headline,
+                model_map=mapping,
+                task_name=task,
+            )
+            where = opened.path
+    except UsageProblem as exc:
+        raise fail(str(exc)) from None
+    if document is None:
+        raise fail(f"no tasks in {where or 'the given files'} to budget", EXIT_NOTHING)
+    if fmt == "json":
+        emit(json.dumps(document, indent=2), output)
+    elif fmt == "markdown":
+        emit(budget_markdown(document), output)
+    else:
+        output.write_text(budget_html(document), encoding="utf-8")
+        Console(stderr=True).print(f"wrote {output}")
 
 
 @app.command()

@@ -122,20 +122,10 @@ def _md_row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def blame_markdown(report: Mapping[str, Any]) -> str:
-    """The blame report as a markdown section, same numbers as the JSON."""
-    latency = report["latency_ms"]
-    tasks = report["tasks"]
+def blame_markdown_tables(report: Mapping[str, Any]) -> list[str]:
+    """The latency budget and what-if tables, for any document that embeds blame's numbers."""
     p = report["percentile"]
     lines = [
-        f"## Latency blame: {', '.join(tasks['names'])}",
-        "",
-        f"**{report['verdict']}**",
-        "",
-        f"{tasks['count']} tasks ({tasks['accepted']} accepted). "
-        f"p50 {ms_text(latency['p50'])}, p90 {ms_text(latency['p90'])}, p95 {ms_text(latency['p95'])}, "
-        f"p99 {ms_text(latency['p99'])}, mean {ms_text(latency['mean'])}, max {ms_text(latency['max'])}.",
-        "",
         f"### What a p{p:g} task is made of",
         "",
         _md_row(["category", "ms", "share", "components"]),
@@ -143,25 +133,6 @@ def blame_markdown(report: Mapping[str, Any]) -> str:
     ]
     for row in report["budget"]:
         lines.append(_md_row([row["category"], f"{row['ms']:.1f}", f"{row['share']:.1%}", _components(row)]))
-    lines += [
-        "",
-        "### Top operations on the critical path",
-        "",
-        _md_row(["operation", "category", "ms", "share", "calls/task"]),
-        _md_row(["---", "---", "---:", "---:", "---:"]),
-    ]
-    for op in report["operations"]:
-        lines.append(
-            _md_row(
-                [
-                    op["name"],
-                    op["category"],
-                    f"{op['ms']:.1f}",
-                    f"{op['share']:.1%}",
-                    f"{op['calls_per_task']:.2f}",
-                ]
-            )
-        )
     lines += [
         "",
         "### What if",
@@ -180,6 +151,43 @@ def blame_markdown(report: Mapping[str, Any]) -> str:
                     f"{row['p95_ms']:.1f}",
                     f"{row['p95_change']:+.1%}",
                     f"{low:.1f} – {high:.1f}",
+                ]
+            )
+        )
+    lines.append("")
+    return lines
+
+
+def blame_markdown(report: Mapping[str, Any]) -> str:
+    """The blame report as a markdown section, same numbers as the JSON."""
+    latency = report["latency_ms"]
+    tasks = report["tasks"]
+    lines = [
+        f"## Latency blame: {', '.join(tasks['names'])}",
+        "",
+        f"**{report['verdict']}**",
+        "",
+        f"{tasks['count']} tasks ({tasks['accepted']} accepted). "
+        f"p50 {ms_text(latency['p50'])}, p90 {ms_text(latency['p90'])}, p95 {ms_text(latency['p95'])}, "
+        f"p99 {ms_text(latency['p99'])}, mean {ms_text(latency['mean'])}, max {ms_text(latency['max'])}.",
+        "",
+    ]
+    lines += blame_markdown_tables(report)
+    lines += [
+        "### Top operations on the critical path",
+        "",
+        _md_row(["operation", "category", "ms", "share", "calls/task"]),
+        _md_row(["---", "---", "---:", "---:", "---:"]),
+    ]
+    for op in report["operations"]:
+        lines.append(
+            _md_row(
+                [
+                    op["name"],
+                    op["category"],
+                    f"{op['ms']:.1f}",
+                    f"{op['share']:.1%}",
+                    f"{op['calls_per_task']:.2f}",
                 ]
             )
         )

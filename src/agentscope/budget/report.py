@@ -131,6 +131,8 @@ def build(
         tokens_per_task = per_task["input"] + per_task["output"]
         for fixed in catalog.fixed:
             volume = costs.break_even_tokens(option, fixed, input_share)
+            if not math.isfinite(volume):
+                continue  # a free per-token option never breaks even
             break_even.append(
                 {
                     "per_token": option.name,
