@@ -11,6 +11,7 @@ span's mix, so the category times of a task sum to its wall time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from agentscope.analysis import categories as C
 from agentscope.analysis.trace import Trace
@@ -34,13 +35,22 @@ def _ms_to_ns(value: float | None) -> float | None:
     return None if value is None else max(0.0, float(value)) * 1e6
 
 
-def llm_components(trace: Trace, i: int, duration: int) -> list[tuple[str, float]]:
-    """The LLM split of DESIGN §4 for ``duration`` ns of call ``i``, in ns; ``caller`` is the caller's."""
+def llm_components(
+    trace: Trace, i: int, duration: int, before_first_token: int = 0
+) -> list[tuple[str, float]]:
+    """The LLM split of DESIGN §4 for ``duration`` ns of call ``i``, in ns; ``caller`` is the caller's.
+
+    ``duration`` is the call's own time (its children — failed attempts, backoff
+    sleeps — are blamed on their own); ``before_first_token`` is how much of that
+    children's time came before the first token, so the time to first token
+    counts only the call's own part.
+    """
     if duration <= 0:
         return [(C.UNSPLIT, 0.0)]
     batch, row = trace.batch, trace.rows[i]
     wait = batch["stream_wait_ns"][row]
-    caller = float(max(0, duration - wait)) if wait is not None else 0.0
+    caller = float(max(0, trace.end[i] - trace.start[i] - wait)) if wait is not None else 0.0
+    caller = min(caller, float(duration))
     inner = duration - caller
     queue = _ms_to_ns(batch["server_queue_ms"][row])
     prefill = _ms_to_ns(batch["server_prefill_ms"][row])
@@ -48,7 +58,7 @@ def llm_components(trace: Trace, i: int, duration: int) -> list[tuple[str, float
     total = _ms_to_ns(batch["server_total_ms"][row])
     ttft = batch["ttft_s"][row]
     parts: list[tuple[str, float]]
-    if queue is not None or prefill is not None or decode is not None:
+    if prefill is not None or decode is not None or (queue is not None and total is None):
         q, p, d = queue or 0.0, prefill or 0.0, decode or 0.0
         server = q + p + d
         if server > inner:
@@ -56,10 +66,11 @@ def llm_components(trace: Trace, i: int, duration: int) -> list[tuple[str, float
             q, p, d = q * scale, p * scale, d * scale
         parts = [(C.QUEUE_PROVIDER, q), (C.PREFILL, p), (C.DECODE, d), ("network", inner - (q + p + d))]
     elif total is not None:
-        unsplit = min(total, inner)
-        parts = [(C.UNSPLIT, unsplit), ("network", inner - unsplit)]
+        q = min(queue or 0.0, inner)
+        unsplit = min(total, inner - q)
+        parts = [(C.QUEUE_PROVIDER, q), (C.UNSPLIT, unsplit), ("network", inner - q - unsplit)]
     elif ttft is not None:
-        first = min(max(0.0, float(ttft) * 1e9), inner)
+        first = min(max(0.0, float(ttft) * 1e9 - before_first_token), inner)
         parts = [(C.UNSPLIT, first), (C.DECODE, inner - first)]
     else:
         parts = [(C.UNSPLIT, inner)]
@@ -148,18 +159,51 @@ def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
     return failed
 
 
-def span_mixes(trace: Trace, spans: Sequence[int]) -> tuple[dict[int, Mix], set[int]]:
+def _own_time(trace: Trace, i: int) -> tuple[int, int]:
+    """Span ``i``'s time not covered by its children, and how much of the children's
+    time came before its first token (for LLM calls)."""
+    s, e = trace.start[i], trace.end[i]
+    intervals = [
+        (max(trace.start[c], s), min(trace.end[c], e))
+        for c in trace.children[i]
+        if min(trace.end[c], e) > max(trace.start[c], s)
+    ]
+    if not intervals:
+        return e - s, 0
+    ttft = trace.batch["ttft_s"][trace.rows[i]]
+    first = s + int(ttft * 1e9) if ttft is not None else s
+    before = _union_ns([(a, min(b, first)) for a, b in intervals if a < first])
+    return (e - s) - _union_ns(intervals), before
+
+
+class Mixes(NamedTuple):
+    own: dict[int, Mix]
+    """Each span's mix of its own time."""
+    leaves: set[int]
+    """Spans whose subtree takes their mix (failed attempts, transport HTTP)."""
+    between: dict[int, Mix]
+    """For some spans, the mix of their own time *between* children (an LLM call's time between
+    its HTTP attempts is backoff)."""
+
+
+BACKOFF_MIX: Mix = ((C.BACKOFF, 1.0),)
+
+
+def span_mixes(trace: Trace, spans: Sequence[int]) -> Mixes:
     """The mix of every span in ``spans`` (parents first), and the spans treated as leaves.
 
     A failed attempt and everything under it is ``retry.failed``; an HTTP span
     directly under an LLM call is that call's transport and takes the call's
-    split; the LLM call's own time between its attempts is ``retry.backoff``.
+    split; an LLM call's own time (what its children do not cover) is split by
+    its server timings or time to first token, except between its attempts,
+    where it was sleeping before a retry.
     Such a span is a leaf: what runs under it takes its mix, so attribution and
     what-if treat it alike.
     """
     failed = failed_attempts(trace, spans)
     mixes: dict[int, Mix] = {}
     leaves: set[int] = set()
+    between: dict[int, Mix] = {}
     kind, parent = trace.kind, trace.parent
     for i in spans:
         p = parent[i]
@@ -174,10 +218,10 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> tuple[dict[int, Mix], set[
         k = kind[i]
         duration = trace.end[i] - trace.start[i]
         if k == "llm":
+            own, before_first = _own_time(trace, i)
+            mixes[i] = _as_mix(llm_components(trace, i, own, before_first), mixes.get(p))
             if any(kind[c] == "http" for c in trace.children[i]):
-                mixes[i] = ((C.BACKOFF, 1.0),)
-            else:
-                mixes[i] = _as_mix(llm_components(trace, i, duration), mixes.get(p))
+                between[i] = BACKOFF_MIX
         elif k == "http" and p != -1 and kind[p] == "llm":
             mixes[i] = _as_mix(llm_components(trace, p, duration), mixes.get(parent[p]))
             leaves.add(i)
@@ -185,4 +229,4 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> tuple[dict[int, Mix], set[
             mixes[i] = FIXED_MIX[k]
         else:
             mixes[i] = _cpu_mix(trace, i)
-    return mixes, leaves
+    return Mixes(mixes, leaves, between)

@@ -75,6 +75,15 @@ def _operation_chains(trace: Trace, spans: Sequence[int]) -> dict[int, tuple[str
     return chains
 
 
+def _between_children(trace: Trace, span: int, a: int, b: int) -> bool:
+    """Whether ``[a, b]`` of the span's own time lies after one child ended and before another began
+    (children clipped to the span, as the critical path and the simulation see them)."""
+    lo, hi = trace.start[span], trace.end[span]
+    clipped = [(max(trace.start[c], lo), min(trace.end[c], hi)) for c in trace.children[span]]
+    clipped = [(s, e) for s, e in clipped if s <= e]
+    return any(e <= a for _, e in clipped) and any(s >= b for s, _ in clipped)
+
+
 def _accepted(trace: Trace, task: int) -> bool:
     accepted = trace.value("accepted", task)
     if accepted is None:
@@ -98,7 +107,7 @@ def explain(
     ``tables`` are ``whatif.reductions(variants)``, passed in when explaining many tasks.
     """
     spans = trace.descendants(task)
-    mixes, leaves = span_mixes(trace, spans)
+    mixes, leaves, between = span_mixes(trace, spans)
     segments = critical_path(trace, task)
     components = [0.0] * len(C.KEYS)
     index = C.KEY_INDEX
@@ -108,7 +117,10 @@ def explain(
     kind = trace.kind
     for span, a, b in segments:
         length = b - a
-        for key, fraction in mixes[span]:
+        mix = mixes[span]
+        if span in between and _between_children(trace, span, a, b):
+            mix = between[span]
+        for key, fraction in mix:
             components[index[key]] += length * fraction
         for label in chains[span]:
             path_ns[label] = path_ns.get(label, 0.0) + length
@@ -154,7 +166,7 @@ def explain(
         models=models,
     )
     if variants:
-        result.whatif_ns = simulate(trace, task, mixes, leaves, tables or reductions(variants))
+        result.whatif_ns = simulate(trace, task, mixes, leaves, tables or reductions(variants), between)
     return TraceExplanation(trace, task, segments, mixes, result)
 
 

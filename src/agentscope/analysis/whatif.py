@@ -65,13 +65,19 @@ def simulate(
     mixes: Mapping[int, Mix],
     leaves: set[int],
     tables: Sequence[Mapping[str, float]],
+    between: Mapping[int, Mix] | None = None,
 ) -> list[float]:
-    """The task's new duration (ns) under each variant, given its ``reductions`` tables."""
+    """The task's new duration (ns) under each variant, given its ``reductions`` tables.
+
+    ``between`` gives, for some spans, the mix of their time between two children.
+    """
     start, end, children = trace.start, trace.end, trace.children
     by_mix: dict[int, list[float]] = {}
 
-    def scales(i: int) -> list[float]:
-        mix = mixes[i]
+    between = between or {}
+
+    def scales(i: int, mix: Mix | None = None) -> list[float]:
+        mix = mix or mixes[i]
         vector = by_mix.get(id(mix))
         if vector is None:
             vector = [scale(mix, table) for table in tables]
@@ -126,6 +132,8 @@ def simulate(
             grandchildren = child_order(child, child_start, child_end)
             if pool_new is not None:
                 base, gap = pool_new, child_start - pool_old
+                if p in between:
+                    g = scales(p, between[p])
             else:
                 base, gap = p_new_start, child_start - lo
             if grandchildren:

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from importlib.metadata import entry_points
+from typing import Any
+
+import wrapt
 
 from agentscope.sdk._safety import report
 
@@ -19,13 +23,18 @@ ENTRY_POINT_GROUP = "agentscope.instrumentors"
 
 
 class Instrumentor(ABC):
-    """Patches one third-party library; every patch can be undone."""
+    """Patches one third-party library; every patch can be undone.
+
+    Subclasses set ``library`` and patch in ``_instrument`` with :meth:`wrap`,
+    which records each patch so that ``uninstrument`` restores the originals.
+    """
 
     library: str = ""
     """The importable name of the library this instrumentor patches."""
 
     def __init__(self) -> None:
         self.instrumented = False
+        self._patches: list[tuple[Any, str, Any]] = []
 
     def available(self) -> bool:
         """Whether the library is installed (checked without importing it)."""
@@ -44,11 +53,30 @@ class Instrumentor(ABC):
             self._uninstrument()
             self.instrumented = False
 
+    def wrap(self, module: str, path: str, wrapper: Callable[..., Any]) -> bool:
+        """``wrapt`` ``wrapper`` around ``module.path`` (e.g. ``"Completions.create"``); False if absent."""
+        try:
+            target = importlib.import_module(module)
+            *owners, name = path.split(".")
+            owner = target
+            for part in owners:
+                owner = getattr(owner, part)
+            original = (
+                owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else getattr(owner, name)
+            )
+        except (ImportError, AttributeError, KeyError):
+            return False
+        wrapt.wrap_function_wrapper(owner, name, wrapper)
+        self._patches.append((owner, name, original))
+        return True
+
     @abstractmethod
     def _instrument(self) -> None: ...
 
-    @abstractmethod
-    def _uninstrument(self) -> None: ...
+    def _uninstrument(self) -> None:
+        while self._patches:
+            owner, name, original = self._patches.pop()
+            setattr(owner, name, original)
 
 
 _instrumentors: dict[str, Instrumentor] = {}

@@ -191,7 +191,11 @@ class Recording:
             report("leaving a span", exc)
 
     def finish(
-        self, error: BaseException | None, cpu_ns: int, extra: Mapping[str, Any] | None = None
+        self,
+        error: BaseException | None,
+        cpu_ns: int,
+        extra: Mapping[str, Any] | None = None,
+        status_message: str | None = None,
     ) -> None:
         """Record the outcome and CPU time and end the span.
 
@@ -208,6 +212,8 @@ class Recording:
                 span.record_exception(error)
                 span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)
                 span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            elif status_message is not None:
+                span.set_status(Status(StatusCode.ERROR, status_message))
             if self.task is not None:
                 accepted = self.task.accepted
                 span.set_attribute(A.TASK_ACCEPTED, error is None if accepted is None else accepted)
@@ -231,7 +237,11 @@ class _NullRecording(Recording):
         pass
 
     def finish(
-        self, error: BaseException | None, cpu_ns: int, extra: Mapping[str, Any] | None = None
+        self,
+        error: BaseException | None,
+        cpu_ns: int,
+        extra: Mapping[str, Any] | None = None,
+        status_message: str | None = None,
     ) -> None:
         pass
 
@@ -251,14 +261,17 @@ def with_kind(kind: str, attributes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def start(name: str, kind: str, attributes: Mapping[str, Any]) -> Recording | None:
+def start(
+    name: str, kind: str, attributes: Mapping[str, Any], start_ns: int | None = None
+) -> Recording | None:
     """Start a span of agentscope ``kind``; None when tracing is off or starting failed.
 
-    ``attributes`` must already identify the kind (see :func:`with_kind`).
+    ``attributes`` must already identify the kind (see :func:`with_kind`); ``start_ns``
+    backdates the span (an integration that learns of an attempt after it began).
     """
     try:
         attrs = {**attributes, A.THREAD_ID: _thread_ident()}
-        span = STATE.tracer.start_span(name, attributes=attrs, start_time=now_ns())
+        span = STATE.tracer.start_span(name, attributes=attrs, start_time=start_ns or now_ns())
         if not span.is_recording():
             return None
         return Recording(span, kind)
