@@ -32,11 +32,17 @@ def _message(words: list[str]) -> dict[str, str]:
     return {"role": "assistant", "content": "".join(words)}
 
 
-def app_for(profile: Profile) -> Starlette:
-    """A Starlette app serving ``POST /v1/chat/completions`` with this latency profile."""
+def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) -> Starlette:
+    """A Starlette app serving ``POST /v1/chat/completions`` with this latency profile.
+
+    ``seen_headers``, if given, collects the headers of the last 100 requests (for tests).
+    """
     rng = random.Random(profile.seed)
 
     async def chat(request: Request) -> Response:
+        if seen_headers is not None:
+            seen_headers.append(dict(request.headers))
+            del seen_headers[:-100]
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
@@ -171,7 +177,9 @@ class SimServer:
     def __init__(self, profile: Profile | None = None, port: int | None = None) -> None:
         self.profile = profile or Profile()
         self.port = port or free_port()
-        config = uvicorn.Config(app_for(self.profile), host="127.0.0.1", port=self.port, log_level="warning")
+        self.seen_headers: list[dict[str, str]] = []
+        app = app_for(self.profile, self.seen_headers)
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="agentscope-sim", daemon=True)
 

@@ -1,0 +1,129 @@
+"""What the LLM-SDK integrations share: the provider of a base URL, and server timings in any dialect.
+
+Providers report their own timings in different places and units (FACTS §3);
+:func:`server_timings` reads all of them from a response body (a dict or an SDK
+model) and headers, and returns milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlparse
+
+PROVIDERS = {
+    "api.openai.com": "openai",
+    "api.groq.com": "groq",
+    "api.cerebras.ai": "cerebras",
+    "api.anthropic.com": "anthropic",
+    "api.together.xyz": "together",
+    "api.fireworks.ai": "fireworks",
+    "openrouter.ai": "openrouter",
+    "api.deepseek.com": "deepseek",
+    "generativelanguage.googleapis.com": "gcp.gemini",
+}
+"""Host → ``gen_ai.provider.name``; extend it for your own gateways."""
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
+
+def provider_for(base_url: Any) -> str:
+    """``gen_ai.provider.name`` for a client's base URL (``local`` for loopback servers)."""
+    host = (urlparse(str(base_url)).hostname or "").lower()
+    if host in PROVIDERS:
+        return PROVIDERS[host]
+    if host in LOCAL_HOSTS:
+        return "local"
+    return host or "unknown"
+
+
+def get(obj: Any, *path: str) -> Any:
+    """``obj.a.b`` or ``obj["a"]["b"]``, whichever the object is; None when absent."""
+    for key in path:
+        if obj is None:
+            return None
+        # SDK models keep the provider's extra fields as attributes too.
+        obj = obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+    return obj
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _scaled(value: Any, to_ms: float) -> float | None:
+    number = _number(value)
+    return None if number is None else number * to_ms
+
+
+def server_timings(body: Any, headers: Mapping[str, str] | None = None) -> dict[str, float]:
+    """Queue, prefill, decode and total server time (ms) from whatever the provider returned."""
+    found: dict[str, float | None] = {}
+    usage = get(body, "x_groq", "usage") or get(body, "usage")
+    if get(usage, "queue_time") is not None or get(usage, "prompt_time") is not None:  # Groq, seconds
+        found = {
+            "queue_ms": _scaled(get(usage, "queue_time"), 1000),
+            "prefill_ms": _scaled(get(usage, "prompt_time"), 1000),
+            "decode_ms": _scaled(get(usage, "completion_time"), 1000),
+        }
+    elif get(body, "time_info") is not None:  # Cerebras, seconds
+        info = get(body, "time_info")
+        found = {
+            "queue_ms": _scaled(get(info, "queue_time"), 1000),
+            "prefill_ms": _scaled(get(info, "prompt_time"), 1000),
+            "decode_ms": _scaled(get(info, "completion_time"), 1000),
+        }
+    elif get(body, "metrics", "queue_time_ms") is not None:  # vLLM per-request metrics, ms
+        metrics = get(body, "metrics")
+        found = {
+            "queue_ms": _number(get(metrics, "queue_time_ms")),
+            "prefill_ms": _number(get(metrics, "time_to_first_token_ms")),
+            "decode_ms": _number(get(metrics, "generation_time_ms")),
+        }
+    elif get(body, "timings", "prompt_ms") is not None:  # llama.cpp, ms
+        found = {
+            "prefill_ms": _number(get(body, "timings", "prompt_ms")),
+            "decode_ms": _number(get(body, "timings", "predicted_ms")),
+        }
+    elif get(body, "eval_duration") is not None:  # Ollama native API, ns
+        found = {
+            "queue_ms": _scaled(get(body, "load_duration"), 1e-6),
+            "prefill_ms": _scaled(get(body, "prompt_eval_duration"), 1e-6),
+            "decode_ms": _scaled(get(body, "eval_duration"), 1e-6),
+        }
+    if headers:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        if "x-queue-time" in lowered or "x-inference-time" in lowered:  # Hugging Face TGI, ms
+            found.setdefault("queue_ms", _number(lowered.get("x-queue-time")))
+            found.setdefault("total_ms", _number(lowered.get("x-inference-time")))
+        elif "openai-processing-ms" in lowered and not found:
+            found["total_ms"] = _number(lowered["openai-processing-ms"])
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def usage_counts(body: Any) -> dict[str, int]:
+    """Input, output and cached input tokens in the OpenAI, Responses or Anthropic shapes."""
+    usage = get(body, "usage") or get(body, "x_groq", "usage")
+    if usage is None:
+        return {}
+    inputs = get(usage, "prompt_tokens")
+    if inputs is None:
+        inputs = get(usage, "input_tokens")
+    outputs = get(usage, "completion_tokens")
+    if outputs is None:
+        outputs = get(usage, "output_tokens")
+    cached = get(usage, "prompt_tokens_details", "cached_tokens")
+    if cached is None:
+        cached = get(usage, "input_tokens_details", "cached_tokens")
+    if cached is None:
+        cached = get(usage, "cache_read_input_tokens")
+    out = {"input_tokens": inputs, "output_tokens": outputs, "cached_tokens": cached}
+    return {key: int(value) for key, value in out.items() if isinstance(value, (int, float))}

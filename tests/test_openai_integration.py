@@ -1,0 +1,194 @@
+"""The openai integration, driving the real openai SDK against the simulated provider."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import openai
+import pytest
+from agentscope.integrations.openai import OpenAIInstrumentor
+
+import agentscope as ags
+from agentscope import attributes as A
+from agentscope.analysis.pipeline import blame_store
+from agentscope.sim import Profile, SimServer
+from agentscope.store import Store
+
+MESSAGES = [{"role": "user", "content": "where is my refund"}]
+
+
+@pytest.fixture
+def instrumented(captured):
+    instrumentor = OpenAIInstrumentor()
+    assert instrumentor.instrument()
+    yield captured
+    instrumentor.uninstrument()
+
+
+@pytest.fixture
+def sim():
+    server = SimServer(Profile(queue_ms=10, prefill_ms=30, tokens_per_s=400, output_tokens=8)).start()
+    yield server
+    server.stop()
+
+
+def llm_spans(captured):
+    return [s for s in captured.spans if captured.kind(s) == "llm"]
+
+
+def test_non_streamed_call_has_usage_and_groq_timings(instrumented, sim):
+    client = openai.OpenAI(base_url=sim.base_url, api_key="sk-secret")
+    client.chat.completions.create(model="gpt-oss-120b", messages=MESSAGES)
+    (span,) = llm_spans(instrumented)
+    a = span.attributes
+    assert span.name == "chat gpt-oss-120b"
+    assert a[A.GEN_AI_REQUEST_MODEL] == "gpt-oss-120b" and a[A.GEN_AI_RESPONSE_MODEL] == "gpt-oss-120b"
+    assert a[A.GEN_AI_PROVIDER_NAME] == "local"
+    assert a[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 8 and a[A.GEN_AI_USAGE_INPUT_TOKENS] > 0
+    assert a[A.SERVER_QUEUE_MS] == pytest.approx(10) and a[A.SERVER_PREFILL_MS] == pytest.approx(30)
+    assert a[A.SERVER_DECODE_MS] == pytest.approx(8 / 400 * 1000)
+    assert (span.end_time - span.start_time) / 1e6 >= 10 + 30 + 20
+    assert "sk-secret" not in repr(dict(a))
+    assert sim.seen_headers[-1]["traceparent"].split("-")[1] == format(span.context.trace_id, "032x")
+
+
+def test_openai_processing_ms_header_is_total_server_time(instrumented):
+    server = SimServer(Profile(queue_ms=0, prefill_ms=20, tokens_per_s=1000, timings="openai")).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k")
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=MESSAGES)
+        assert raw.parse().usage.completion_tokens == 40
+    finally:
+        server.stop()
+    (span,) = llm_spans(instrumented)
+    assert span.attributes[A.SERVER_TOTAL_MS] >= 20
+    assert A.SERVER_PREFILL_MS not in span.attributes
+    assert span.attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 40
+
+
+def test_stream_time_to_first_content_chunk_and_usage(instrumented, sim):
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    stream = client.chat.completions.create(
+        model="gpt-oss-120b", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+    )
+    assert llm_spans(instrumented) == []
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text.startswith("the agent")
+    (span,) = llm_spans(instrumented)
+    a = span.attributes
+    assert a[A.STREAMED] is True and a[A.STREAM_CHUNKS] == 8 + 3
+    assert 0.035 <= a[A.GEN_AI_RESPONSE_TTFC] < (span.end_time - span.start_time) / 1e9
+    assert a[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 8 and a[A.SERVER_PREFILL_MS] == pytest.approx(30)
+    assert a[A.STREAM_WAIT_NS] <= span.end_time - span.start_time
+
+
+@pytest.mark.parametrize("how", ["close", "with", "gc"])
+def test_stream_closed_early_ends_its_span_once(instrumented, sim, how):
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    if how == "with":
+        with stream:
+            for _ in stream:
+                break
+    else:
+        for _ in stream:
+            break
+        if how == "close":
+            stream.close()
+            stream.close()
+        else:
+            del stream
+            gc.collect()
+    (span,) = llm_spans(instrumented)
+    assert span.attributes[A.STREAM_CHUNKS] == 1
+
+
+def test_exception_from_the_sdk_is_unchanged_and_recorded(instrumented):
+    server = SimServer(Profile(error_rate=1.0)).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(model="m", messages=MESSAGES)
+    finally:
+        server.stop()
+    (span,) = llm_spans(instrumented)
+    assert span.status.status_code.name == "ERROR"
+    assert span.attributes[A.ERROR_TYPE] == "InternalServerError"
+
+
+def test_429_then_success_shows_failed_attempts_and_backoff_in_blame(tmp_path):
+    server = SimServer(
+        Profile(queue_ms=5, prefill_ms=20, rate_limit_rate=0.4, retry_after_ms=40, seed=7)
+    ).start()
+    instrumentor = OpenAIInstrumentor()
+    store = tmp_path / "retries.duckdb"
+    ags.init(store=store, instrument=False)
+    instrumentor.instrument()
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=10)
+
+        @ags.task
+        def ask():
+            client.chat.completions.create(model="gpt-oss-120b", messages=MESSAGES)
+
+        for _ in range(10):
+            ask()
+    finally:
+        instrumentor.uninstrument()
+        ags.shutdown()
+        server.stop()
+    with Store(store, read_only=True) as opened:
+        kinds = dict(opened.con.execute("SELECT kind, count(*) FROM spans GROUP BY kind").fetchall())
+        report = blame_store(opened)
+    assert kinds["llm"] == 10 and kinds["http"] >= 3 and kinds["backoff"] == kinds["http"]
+    mean = {row["category"]: row for row in report["mean"]}
+    assert mean["retry"]["components"]["failed"] > 0
+    assert mean["retry"]["components"]["backoff"] >= 40 * kinds["backoff"] / 10 * 0.9
+    assert mean["inference"]["components"]["prefill"] == pytest.approx(20, rel=0.05)
+    assert mean["queue"]["components"]["provider"] == pytest.approx(5, rel=0.05)
+
+
+def test_async_client_stream_and_call(instrumented, sim):
+    async def main():
+        client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
+        await client.chat.completions.create(model="m", messages=MESSAGES)
+        stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        return [chunk async for chunk in stream]
+
+    chunks = asyncio.run(main())
+    assert len(chunks) == 8 + 2
+    spans = llm_spans(instrumented)
+    assert len(spans) == 2
+    assert spans[1].attributes[A.STREAMED] is True and spans[1].attributes[A.GEN_AI_RESPONSE_TTFC] > 0.03
+
+
+def test_uninstrument_restores_the_sdk(captured, sim):
+    from openai.resources.chat.completions import Completions
+
+    original = Completions.create
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument()
+    assert Completions.create is not original
+    instrumentor.uninstrument()
+    assert Completions.create is original
+    openai.OpenAI(base_url=sim.base_url, api_key="k").chat.completions.create(model="m", messages=MESSAGES)
+    assert captured.spans == []
+
+
+def test_a_peer_instrumentors_span_is_enriched_not_duplicated(instrumented, sim):
+    from openinference.instrumentation.openai import OpenAIInstrumentor as Peer
+    from opentelemetry import trace
+
+    peer = Peer()
+    peer.instrument(tracer_provider=trace.get_tracer_provider())
+    try:
+        openai.OpenAI(base_url=sim.base_url, api_key="k").chat.completions.create(
+            model="gpt-oss-120b", messages=MESSAGES
+        )
+    finally:
+        peer.uninstrument()
+    llm = [s for s in instrumented.spans if instrumented.kind(s) == "llm"]
+    assert len(llm) == 1
+    assert llm[0].attributes.get("openinference.span.kind") == "LLM"
+    assert llm[0].attributes["llm.token_count.completion"] == 8
