@@ -195,6 +195,24 @@ def ingest_command(
 
 
 @app.command()
+def demo(
+    tasks: Annotated[int, typer.Option("--tasks", min=1, help="Tasks per example agent.")] = 20,
+    store: StoreOption = None,
+) -> None:
+    """Run three example agents against simulated providers (no key, no network), then blame them."""
+    from agentscope.cli.demo import run_demo
+
+    target = store if store is not None else Path(default_store_path())
+    console = Console()
+    try:
+        run_demo(tasks, target, console)
+    except KeyboardInterrupt:
+        raise fail("interrupted; the simulated servers were stopped", 130) from None
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command()
 def serve(
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback by default).")

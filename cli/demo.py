@@ -1,0 +1,53 @@
+"""``agentscope demo``: three example agents against simulated providers, then their blame."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from agentscope.cli.render import print_blame
+from agentscope.examples import coding_agent, research_agent, support_agent
+from rich.console import Console
+
+import agentscope as ags
+from agentscope.analysis.pipeline import blame_store
+from agentscope.store import Store
+
+AGENTS = (
+    ("support agent", support_agent, "resolve_ticket", 4),
+    ("coding agent", coding_agent, "fix_bug", 4),
+    ("research agent", research_agent, "research_question", 4),
+)
+
+
+def run_demo(tasks: int, store: Path, console: Console) -> None:
+    """Run the three agents into ``store`` and print a blame report for each."""
+    ags.init(service_name="agentscope-demo", store=store)
+    try:
+        for title, module, _, concurrency in AGENTS:
+            started = time.perf_counter()
+            with console.status(f"running the {title}: {tasks} tasks against a simulated provider"):
+                module.run(tasks=tasks, concurrency=concurrency)
+            console.print(
+                f"[dim]ran the {title}: {tasks} tasks in {time.perf_counter() - started:.1f} s[/dim]"
+            )
+    finally:
+        ags.shutdown()
+    slowest = None
+    with Store(store, read_only=True) as opened:
+        for title, module, task_name, _ in AGENTS:
+            report = blame_store(opened, task_name=task_name)
+            if report is None:
+                continue
+            console.rule(f"[bold]{title}[/bold] — {module.__doc__.splitlines()[0]}")
+            print_blame(report, console)
+        rows = opened.con.execute(
+            "SELECT trace_id FROM spans WHERE kind = 'task' ORDER BY end_ns - start_ns DESC LIMIT 1"
+        ).fetchall()
+        slowest = rows[0][0] if rows else None
+    console.rule()
+    console.print(
+        f"Next: [bold]agentscope budget --store {store} --tasks-per-month 40000[/bold] for the cost side, "
+        f"[bold]agentscope show {slowest} --store {store}[/bold] for the slowest task's waterfall.",
+        highlight=False,
+    )
