@@ -1,0 +1,239 @@
+"""HTTP clients, real databases and retries, each driven for real and instrumented by ags.instrument()."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import openai
+import pytest
+import requests
+import tenacity
+
+import agentscope as ags
+from agentscope import attributes as A
+from agentscope.analysis.pipeline import blame_store
+from agentscope.sim import Profile, SimServer
+from agentscope.store import Store
+
+LIBRARIES = ("httpx", "requests", "sqlite3", "psycopg", "redis", "tenacity")
+POSTGRES = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
+
+
+def service_or_skip(name: str, check) -> None:
+    try:
+        check()
+    except Exception as exc:
+        if os.environ.get("AGENTSCOPE_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"{name} is required in CI and is not reachable: {exc}")
+        pytest.skip(f"{name} is not reachable here: {exc}")
+
+
+@pytest.fixture
+def postgres():
+    psycopg = pytest.importorskip("psycopg")
+    service_or_skip("PostgreSQL on 127.0.0.1:5432", lambda: psycopg.connect(POSTGRES).close())
+    return psycopg
+
+
+@pytest.fixture
+def redis_client():
+    redis = pytest.importorskip("redis")
+    client = redis.Redis(host="127.0.0.1", port=6379, socket_timeout=3)
+    service_or_skip("Redis on 127.0.0.1:6379", client.ping)
+    return client
+
+
+@pytest.fixture
+def instrumented(captured):
+    assert set(ags.instrument(*LIBRARIES)) == set(LIBRARIES)
+    yield captured
+    ags.uninstrument(*LIBRARIES)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(404 if "missing" in self.path else 200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_server():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def by_kind(captured, kind):
+    return [s for s in captured.spans if captured.kind(s) == kind]
+
+
+def test_httpx_and_requests_make_http_spans(instrumented, http_server):
+    httpx.get(f"{http_server}/a")
+    httpx.get(f"{http_server}/missing")
+    requests.get(f"{http_server}/b", timeout=5)
+
+    async def main():
+        async with httpx.AsyncClient() as client:
+            await client.get(f"{http_server}/c")
+
+    asyncio.run(main())
+    spans = by_kind(instrumented, "http")
+    assert len(spans) == 4
+    assert {s.attributes[A.SERVER_ADDRESS] for s in spans} == {"127.0.0.1"}
+    codes = sorted(s.attributes[A.HTTP_RESPONSE_STATUS_CODE] for s in spans)
+    assert codes == [200, 200, 200, 404]
+    assert [s.status.status_code.name for s in spans if s.attributes[A.HTTP_RESPONSE_STATUS_CODE] == 404] == [
+        "ERROR"
+    ]
+
+
+def test_sqlite3_statements_without_query_text(instrumented, tmp_path):
+    with sqlite3.connect(tmp_path / "x.db") as con:
+        con.execute("CREATE TABLE t (x)")
+        con.executemany("INSERT INTO t VALUES (?)", [(1,), (2,)])
+        cursor = con.cursor()
+        rows = cursor.execute("SELECT x FROM t ORDER BY x").fetchall()
+    assert rows == [(1,), (2,)]
+    ops = [s.attributes[A.DB_OPERATION_NAME] for s in by_kind(instrumented, "db")]
+    assert ops == ["CREATE", "INSERT", "SELECT"]
+    assert all(A.DB_QUERY_TEXT not in s.attributes for s in instrumented.spans)
+
+
+def test_psycopg_against_postgresql(postgres, instrumented):
+    with postgres.connect(POSTGRES) as con:
+        con.execute("SELECT pg_sleep(0.02)")
+        with con.cursor() as cursor:
+            cursor.execute("SELECT %s::int", (7,))
+            assert cursor.fetchone() == (7,)
+
+    async def main():
+        async with await postgres.AsyncConnection.connect(POSTGRES) as con:
+            cursor = await con.execute("SELECT 1")
+            return await cursor.fetchone()
+
+    assert asyncio.run(main()) == (1,)
+    spans = by_kind(instrumented, "db")
+    assert [s.attributes[A.DB_SYSTEM_NAME] for s in spans] == ["postgresql"] * 3
+    assert (spans[0].end_time - spans[0].start_time) >= 20_000_000
+
+
+def test_redis_commands_and_pipeline(redis_client, instrumented):
+    redis_client.set("agentscope:test", "1")
+    assert redis_client.get("agentscope:test") == b"1"
+    with redis_client.pipeline() as pipe:
+        pipe.incr("agentscope:n").incr("agentscope:n").execute()
+    ops = [s.attributes[A.DB_OPERATION_NAME] for s in by_kind(instrumented, "db")]
+    assert ops == ["SET", "GET", "PIPELINE"]
+
+
+def test_tenacity_attempts_and_backoff(instrumented):
+    calls = []
+
+    @tenacity.retry(wait=tenacity.wait_fixed(0.02), stop=tenacity.stop_after_attempt(5))
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionError("try again")
+        return "ok"
+
+    assert flaky() == "ok"
+    attempts = [s for s in instrumented.spans if s.name.startswith("attempt ")]
+    assert [s.attributes[A.ATTEMPT] for s in attempts] == [1, 2, 3]
+    assert [s.status.status_code.name for s in attempts] == ["ERROR", "ERROR", "UNSET"]
+    backoffs = by_kind(instrumented, "backoff")
+    assert len(backoffs) == 2 and all(
+        s.attributes[A.BACKOFF_PLANNED_S] == pytest.approx(0.02) for s in backoffs
+    )
+
+    @tenacity.retry(wait=tenacity.wait_fixed(0.01), stop=tenacity.stop_after_attempt(2))
+    async def flaky_async():
+        calls.append(1)
+        if len(calls) < 5:
+            raise ConnectionError("again")
+        return "ok"
+
+    assert asyncio.run(flaky_async()) == "ok"
+    assert len(by_kind(instrumented, "backoff")) == 3
+
+
+def test_uninstrument_restores_every_library(captured, tmp_path):
+    originals = (httpx.Client.send, requests.Session.send, sqlite3.connect, tenacity.Retrying.__call__)
+    ags.instrument(*LIBRARIES)
+    assert httpx.Client.send is not originals[0]
+    ags.uninstrument(*LIBRARIES)
+    assert (
+        httpx.Client.send,
+        requests.Session.send,
+        sqlite3.connect,
+        tenacity.Retrying.__call__,
+    ) == originals
+    sqlite3.connect(tmp_path / "y.db").execute("SELECT 1")
+    assert captured.spans == []
+
+
+def test_an_agent_with_only_init_and_instrument_gets_a_complete_trace(tmp_path, postgres, redis_client):
+    """openai + httpx + psycopg + redis + tenacity, with nothing but ags.init() and ags.instrument()."""
+    server = SimServer(
+        Profile(
+            queue_ms=15,
+            prefill_ms=40,
+            tokens_per_s=400,
+            output_tokens=20,
+            rate_limit_rate=0.3,
+            retry_after_ms=30,
+            seed=11,
+        )
+    ).start()
+    store = tmp_path / "agent.duckdb"
+    ags.init(store=store)  # instrument=True: every installed integration
+    try:
+        llm = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=8)
+        web = httpx.Client()
+        failures = []
+
+        @tenacity.retry(wait=tenacity.wait_fixed(0.03), stop=tenacity.stop_after_attempt(3))
+        def lookup(customer: int) -> str:
+            if len(failures) % 2 == 0:
+                failures.append(customer)
+                raise TimeoutError("lookup timed out")
+            failures.append(customer)
+            return redis_client.get(f"agentscope:customer:{customer}") or b""
+
+        def ticket(n: int) -> str:
+            with postgres.connect(POSTGRES) as con:
+                con.execute("SELECT pg_sleep(0.01)")
+            redis_client.set(f"agentscope:customer:{n}", "pro")
+            lookup(n)
+            web.get(server.base_url.replace("/v1", "/health"))
+            reply = llm.chat.completions.create(
+                model="gpt-oss-120b", messages=[{"role": "user", "content": "hi"}]
+            )
+            return reply.choices[0].message.content
+
+        for n in range(6):
+            with ags.span("ticket", kind="task"):
+                ticket(n)
+    finally:
+        ags.shutdown()
+        ags.uninstrument()
+        server.stop()
+    with Store(store, read_only=True) as opened:
+        kinds = dict(opened.con.execute("SELECT kind, count(*) FROM spans GROUP BY kind").fetchall())
+        report = blame_store(opened)
+    assert kinds["task"] == 6 and kinds["llm"] == 6 and kinds["db"] >= 18 and kinds["backoff"] >= 6
+    mean = {row["category"]: row for row in report["mean"]}
+    assert mean["queue"]["components"]["provider"] == pytest.approx(15, rel=0.1)
+    assert mean["inference"]["components"]["prefill"] == pytest.approx(40, rel=0.1)
+    assert mean["inference"]["components"]["decode"] > 0
+    assert mean["network"]["ms"] > 0 and mean["db"]["ms"] >= 10
+    assert mean["retry"]["components"]["failed"] > 0 and mean["retry"]["components"]["backoff"] >= 30
