@@ -7,6 +7,7 @@ model) and headers, and returns milliseconds.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlparse
@@ -26,9 +27,9 @@ PROVIDERS = {
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
-def provider_for(base_url: Any) -> str:
-    """``gen_ai.provider.name`` for a client's base URL (``local`` for loopback servers)."""
-    host = (urlparse(str(base_url)).hostname or "").lower()
+@functools.lru_cache(maxsize=256)
+def _provider_for_url(url: str) -> str:
+    host = (urlparse(url).hostname or "").lower()
     if host in PROVIDERS:
         return PROVIDERS[host]
     if host in LOCAL_HOSTS:
@@ -36,13 +37,35 @@ def provider_for(base_url: Any) -> str:
     return host or "unknown"
 
 
+def provider_for(base_url: Any) -> str:
+    """``gen_ai.provider.name`` for a client's base URL (``local`` for loopback servers)."""
+    return _provider_for_url(str(base_url))
+
+
 def get(obj: Any, *path: str) -> Any:
-    """``obj.a.b`` or ``obj["a"]["b"]``, whichever the object is; None when absent."""
+    """``obj.a.b`` or ``obj["a"]["b"]``, whichever the object is; None when absent.
+
+    SDK response models are pydantic models: their fields are read from
+    ``__dict__`` and the provider's extra fields from ``__pydantic_extra__``, so
+    a missing key costs a dict lookup, not a raised AttributeError.
+    """
     for key in path:
         if obj is None:
             return None
-        # SDK models keep the provider's extra fields as attributes too.
-        obj = obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+        if isinstance(obj, Mapping):
+            obj = obj.get(key)
+            continue
+        fields = getattr(obj, "__dict__", None)
+        if fields is not None and key in fields:
+            obj = fields[key]
+            continue
+        extra = getattr(obj, "__pydantic_extra__", None)
+        if isinstance(extra, dict):
+            obj = extra.get(key)
+        elif fields is not None and hasattr(type(obj), "model_fields"):
+            obj = None
+        else:
+            obj = getattr(obj, key, None)
     return obj
 
 

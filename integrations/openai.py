@@ -35,7 +35,7 @@ from typing import Any
 
 import wrapt
 from agentscope.integrations._llm import get, provider_for, server_timings, usage_counts
-from opentelemetry import propagate, trace
+from opentelemetry import trace
 
 from agentscope import attributes as A
 from agentscope.sdk._safety import report
@@ -58,9 +58,10 @@ def set_provider(client: Any, provider: str) -> None:
 class _Call:
     """Bookkeeping of one logical call across its HTTP attempts."""
 
-    __slots__ = ("attempt_start", "headers", "host", "method", "status")
+    __slots__ = ("attempt_start", "headers", "host", "method", "own_span", "status")
 
-    def __init__(self) -> None:
+    def __init__(self, own_span: bool) -> None:
+        self.own_span = own_span
         self.attempt_start = 0
         self.headers: Any = None
         self.method = "POST"
@@ -105,16 +106,38 @@ def _open(
     return rec, rec.llm if rec is not None else None
 
 
+def _raw_response_types() -> tuple[type, ...]:
+    try:
+        from openai._legacy_response import LegacyAPIResponse
+        from openai._response import APIResponse, AsyncAPIResponse
+    except ImportError:
+        return ()
+    return (APIResponse, AsyncAPIResponse, LegacyAPIResponse)
+
+
+_RAW_RESPONSES = _raw_response_types()
+_TIMING_KEYS = {
+    "queue_ms": A.SERVER_QUEUE_MS,
+    "prefill_ms": A.SERVER_PREFILL_MS,
+    "decode_ms": A.SERVER_DECODE_MS,
+    "total_ms": A.SERVER_TOTAL_MS,
+}
+_USAGE_KEYS = {
+    "input_tokens": A.GEN_AI_USAGE_INPUT_TOKENS,
+    "output_tokens": A.GEN_AI_USAGE_OUTPUT_TOKENS,
+    "cached_tokens": A.GEN_AI_USAGE_CACHED_INPUT_TOKENS,
+}
+
+
 def _record_result(call: LLMCall, result: Any, state: _Call) -> None:
-    body = result
-    parse = getattr(result, "parse", None)
-    if callable(parse) and hasattr(result, "http_response"):  # with_raw_response
-        body = parse()
-    call.usage(**usage_counts(body))
-    timings = server_timings(body, state.headers)
-    if timings:
-        call.server_timing(**timings)
-    call.set_attributes({A.GEN_AI_RESPONSE_MODEL: get(body, "model")})
+    """Usage, server timings and the response model, set on the span in one go."""
+    body = result.parse() if isinstance(result, _RAW_RESPONSES) else result
+    values: dict[str, Any] = {_USAGE_KEYS[k]: v for k, v in usage_counts(body).items()}
+    values.update({_TIMING_KEYS[k]: v for k, v in server_timings(body, state.headers).items()})
+    model = get(body, "model")
+    if isinstance(model, str):
+        values[A.GEN_AI_RESPONSE_MODEL] = model
+    call.set_attributes(values)
 
 
 def _call_sync(operation: str) -> Callable[..., Any]:
@@ -124,7 +147,7 @@ def _call_sync(operation: str) -> Callable[..., Any]:
         except Exception as exc:
             report("opening an openai span", exc)
             return wrapped(*args, **kwargs)
-        state = _Call()
+        state = _Call(own_span=rec is not None)
         token = _CALL.set(state)
         if rec is not None:
             rec.enter()
@@ -152,7 +175,7 @@ def _call_async(operation: str) -> Callable[..., Any]:
         except Exception as exc:
             report("opening an openai span", exc)
             return await wrapped(*args, **kwargs)
-        state = _Call()
+        state = _Call(own_span=rec is not None)
         token = _CALL.set(state)
         if rec is not None:
             rec.enter()
@@ -191,18 +214,6 @@ def _after(
     return result
 
 
-def _chunk_has_content(chunk: Any) -> bool:
-    """A content or tool-call delta (not a role-only chunk, not a usage-only chunk)."""
-    event_type = get(chunk, "type")
-    if isinstance(event_type, str):  # Responses API events
-        return event_type.endswith(".delta")
-    for choice in get(chunk, "choices") or ():
-        delta = get(choice, "delta")
-        if get(delta, "content") or get(delta, "tool_calls") or get(delta, "function_call"):
-            return True
-    return False
-
-
 class _StreamState:
     """What a stream proxy tracks until its span ends (shared with its GC finalizer)."""
 
@@ -210,20 +221,37 @@ class _StreamState:
         self.rec, self.state = rec, state
         self.wait_ns, self.cpu_ns = wait_ns, cpu_ns
         self.chunks = 0
-        self.last: Any = None
+        self.first_seen = False
         self.usage_body: Any = None
         self.done = False
 
     def seen(self, chunk: Any) -> None:
+        """Per chunk: only cheap reads of fields the chunk has; first token and usage are kept."""
         self.chunks += 1
-        if self.rec.llm is not None and self.rec.llm.first_token_ns is None and _chunk_has_content(chunk):
-            self.rec.llm.first_token()
-        if get(chunk, "usage") is not None or get(chunk, "x_groq", "usage") is not None:
+        choices = getattr(chunk, "choices", None)
+        if choices is None:  # a Responses API event
+            event = getattr(chunk, "type", "") or ""
+            if not self.first_seen and event.endswith(".delta"):
+                self._first_token()
+            if event == "response.completed":
+                self.usage_body = getattr(chunk, "response", None)
+            return
+        if not self.first_seen:
+            for choice in choices:
+                delta = choice.delta
+                if delta is not None and (delta.content or delta.tool_calls or delta.function_call):
+                    self._first_token()
+                    break
+        if chunk.usage is not None or (
+            choices and choices[0].finish_reason and get(chunk, "x_groq", "usage")
+        ):
             self.usage_body = chunk
-        response = get(chunk, "response")
-        if response is not None and get(response, "usage") is not None:
-            self.usage_body = response
-        self.last = chunk
+
+    def _first_token(self) -> None:
+        """The first content or tool-call delta (a role-only chunk does not count)."""
+        self.first_seen = True
+        if self.rec.llm is not None:
+            self.rec.llm.first_token()
 
     def end(self, error: BaseException | None = None) -> None:
         if self.done:
@@ -338,10 +366,10 @@ def _attempt_begins(request: Any) -> _Call | None:
     state.method = getattr(request, "method", "POST")
     state.host = getattr(getattr(request, "url", None), "host", None)
     try:
-        carrier: dict[str, str] = {}
-        propagate.inject(carrier)
-        for key, value in carrier.items():
-            request.headers[key] = value
+        context = trace.get_current_span().get_span_context()
+        if context.is_valid:
+            flags = "01" if context.trace_flags.sampled else "00"
+            request.headers["traceparent"] = f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags}"
     except Exception as exc:
         report("propagating trace context to the provider", exc)
     return state
@@ -352,6 +380,8 @@ def _attempt_ends(state: _Call | None, response: Any) -> None:
         return
     state.headers = getattr(response, "headers", None)
     state.status = getattr(response, "status_code", None)
+    if state.own_span:
+        return
     peer = _peer_span()
     if peer is not None and state.headers is not None:
         timings = server_timings(None, state.headers)

@@ -302,3 +302,22 @@ def test_span_times_are_monotonic_and_nested(captured):
     o, i = captured.one("outer"), captured.one("inner")
     assert o.start_time <= i.start_time < i.end_time <= o.end_time
     assert abs(o.start_time - time.time_ns()) < 60e9
+
+
+def test_rate_limiter_waits_are_queue_spans(captured):
+    limiter = ags.RateLimiter(rate=50, burst=2, name="billing_api")
+    started = time.perf_counter()
+    for _ in range(6):
+        with limiter:
+            pass
+    assert time.perf_counter() - started >= 4 / 50 * 0.9
+    waits = [s for s in captured.spans if s.name == "queue billing_api"]
+    assert len(waits) == 4 and all(captured.kind(s) == "queue" for s in waits)
+
+    async def main():
+        async with limiter:
+            pass
+
+    asyncio.run(main())
+    with pytest.raises(ValueError):
+        ags.RateLimiter(rate=0)

@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 from agentscope.sdk import (
     Instrumentor,
     LLMCall,
+    RateLimiter,
     accept,
     agent,
     backoff,
@@ -31,6 +32,7 @@ from agentscope.sdk import (
 __all__ = [
     "Instrumentor",
     "LLMCall",
+    "RateLimiter",
     "__version__",
     "accept",
     "agent",
