@@ -49,6 +49,8 @@ class Dialect:
     """Reads one stream event: marks the first token, notes bodies that carry usage."""
     peer_scopes: tuple[str, ...] = ()
     """Instrumentation scopes of peer instrumentations whose span is the call."""
+    skip_span: bool = False
+    """The SDK makes its own llm span for each call; agentscope adds only attempts and backoff."""
 
 
 class _Call:
@@ -87,7 +89,7 @@ def _peer_inside(wrapped: Any, instance: Any) -> bool:
 def _open(
     wrapped: Any, instance: Any, kwargs: dict[str, Any], operation: str, dialect: Dialect
 ) -> tuple[Recording | None, LLMCall | None]:
-    if _peer_inside(wrapped, instance):
+    if dialect.skip_span or _peer_inside(wrapped, instance):
         return None, None
     client = getattr(instance, "_client", None)
     model = kwargs.get("model")
@@ -346,11 +348,13 @@ class _AsyncStream(wrapt.ObjectProxy):
         await self.close()
 
 
-def _attempt_begins(request: Any) -> _Call | None:
+def attempt_begins(request: Any) -> _Call | None:
     state = _CALL.get()
     if state is None:
         return None
     state.attempt_start = now_ns()
+    if request is None:  # the SDK builds the request inside the attempt
+        return state
     state.method = getattr(request, "method", "POST")
     state.host = getattr(getattr(request, "url", None), "host", None)
     try:
@@ -363,7 +367,7 @@ def _attempt_begins(request: Any) -> _Call | None:
     return state
 
 
-def _attempt_ends(state: _Call | None, response: Any) -> None:
+def attempt_ends(state: _Call | None, response: Any) -> None:
     if state is None or response is None:
         return
     state.headers = getattr(response, "headers", None)
@@ -377,16 +381,16 @@ def _attempt_ends(state: _Call | None, response: Any) -> None:
 
 
 def send_sync(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-    state = _attempt_begins(args[0] if args else kwargs.get("request"))
+    state = attempt_begins(args[0] if args else kwargs.get("request"))
     response = wrapped(*args, **kwargs)
-    _attempt_ends(state, response)
+    attempt_ends(state, response)
     return response
 
 
 async def send_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-    state = _attempt_begins(args[0] if args else kwargs.get("request"))
+    state = attempt_begins(args[0] if args else kwargs.get("request"))
     response = await wrapped(*args, **kwargs)
-    _attempt_ends(state, response)
+    attempt_ends(state, response)
     return response
 
 

@@ -113,7 +113,80 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
             payload["x_groq"] = {"id": request_id}
         return Response(orjson.dumps(payload), media_type="application/json", headers=headers)
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    async def messages(request: Request) -> Response:
+        """Anthropic's Messages API: the same latencies, Anthropic's shapes (no server timings)."""
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError:
+            return JSONResponse({"type": "error", "error": {"message": "invalid JSON body"}}, status_code=400)
+        if rng.random() < profile.rate_limit_rate:
+            return JSONResponse(
+                {"type": "error", "error": {"type": "rate_limit_error", "message": "rate limited"}},
+                status_code=429,
+                headers={"retry-after": f"{profile.retry_after_ms / 1000:.3f}"},
+            )
+        tokens = min(profile.output_tokens, body.get("max_tokens") or profile.output_tokens)
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []) + 8
+        rate = profile.tokens_per_s
+        decode_ms = profile.draw(rng, tokens / rate * 1000) if rate > 0 else 0.0
+        await asyncio.sleep(
+            (profile.draw(rng, profile.queue_ms) + profile.draw(rng, profile.prefill_ms)) / 1000
+        )
+        request_id = f"req_{uuid.uuid4().hex[:24]}"
+        model = body.get("model") or "sim-model"
+        words = _completion_words(tokens)
+        usage = {"input_tokens": prompt_tokens, "output_tokens": tokens, "cache_read_input_tokens": 0}
+        message = {
+            "id": f"msg_{request_id}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+        }
+        if body.get("stream"):
+            return StreamingResponse(
+                _anthropic_stream(message, words, decode_ms, usage),
+                media_type="text/event-stream",
+                headers={"request-id": request_id},
+            )
+        await asyncio.sleep(decode_ms / 1000)
+        payload = message | {"content": [{"type": "text", "text": "".join(words)}], "usage": usage}
+        return Response(
+            orjson.dumps(payload), media_type="application/json", headers={"request-id": request_id}
+        )
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+        ]
+    )
+
+
+async def _anthropic_stream(
+    message: dict[str, Any], words: list[str], decode_ms: float, usage: dict[str, int]
+) -> AsyncIterator[bytes]:
+    def event(name: str, data: dict[str, Any]) -> bytes:
+        return f"event: {name}\n".encode() + b"data: " + orjson.dumps({"type": name, **data}) + b"\n\n"
+
+    start = message | {"content": [], "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
+    yield event("message_start", {"message": start})
+    yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+    per_token = decode_ms / 1000 / max(1, len(words) - 1)
+    for i, word in enumerate(words):
+        if i:
+            await asyncio.sleep(per_token)
+        yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": word}})
+    yield event("content_block_stop", {"index": 0})
+    yield event(
+        "message_delta",
+        {
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": usage["output_tokens"]},
+        },
+    )
+    yield event("message_stop", {})
 
 
 async def _stream(
@@ -185,7 +258,13 @@ class SimServer:
 
     @property
     def base_url(self) -> str:
+        """For the openai SDK (``.../v1``)."""
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """For the anthropic SDK (it adds ``/v1/messages`` itself)."""
+        return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 10.0) -> SimServer:
         self._thread.start()

@@ -1,0 +1,95 @@
+"""anthropic (Messages API, sync and async, streamed or not): one llm span per call, retries visible.
+
+The same client machinery as openai (``_stainless``): the llm span around
+``messages.create``; each failed HTTP attempt (``_attempt_request``) an ``http``
+span, each retry sleep a ``backoff`` span.  Usage includes cache reads and
+writes; for streams the first token is the first ``content_block_delta`` and
+usage comes from ``message_start`` and ``message_delta``.  Anthropic reports no
+server timings, so its calls are split by time to first token, else unsplit.
+
+SDK versions that emit their own OpenTelemetry GenAI span for each call (scope
+``com.anthropic.sdk.python``) keep it as the call's llm span: agentscope then
+adds only the failed attempts and backoff sleeps under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentscope.integrations._stainless import (
+    Dialect,
+    StreamState,
+    attempt_begins,
+    attempt_ends,
+    call_async,
+    call_sync,
+    set_provider,
+    sleep_async,
+    sleep_sync,
+)
+
+from agentscope import attributes as A
+from agentscope.sdk.instrumentation import Instrumentor
+
+__all__ = ["AnthropicInstrumentor", "set_provider"]
+
+
+def _seen(tracked: StreamState, event: Any) -> None:
+    kind = getattr(event, "type", None)
+    if kind == "content_block_delta":
+        if not tracked.first_seen:
+            tracked.first_token()
+    elif kind == "message_start":
+        tracked.note(getattr(event, "message", None))
+    elif kind == "message_delta":
+        tracked.note(event)
+
+
+def _attempt(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    state = attempt_begins(None)
+    result = wrapped(*args, **kwargs)
+    attempt_ends(state, result[0] if isinstance(result, tuple) else result)
+    return result
+
+
+async def _attempt_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    state = attempt_begins(None)
+    result = await wrapped(*args, **kwargs)
+    attempt_ends(state, result[0] if isinstance(result, tuple) else result)
+    return result
+
+
+def _raw_responses() -> tuple[type, ...]:
+    from anthropic import _response
+
+    names = ("APIResponse", "AsyncAPIResponse", "LegacyAPIResponse")
+    return tuple(getattr(_response, name) for name in names if hasattr(_response, name))
+
+
+def _sdk_makes_its_own_spans() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("anthropic._tracing") is not None
+
+
+class AnthropicInstrumentor(Instrumentor):
+    """Instrument the anthropic SDK's Messages API (sync and async; retries)."""
+
+    library = "anthropic"
+
+    def _instrument(self) -> None:
+        dialect = Dialect(
+            "anthropic",
+            _raw_responses(),
+            _seen,
+            ("com.anthropic", "openinference", "opentelemetry.instrumentation"),
+            skip_span=_sdk_makes_its_own_spans(),
+        )
+        messages = "anthropic.resources.messages.messages"
+        self.wrap(messages, "Messages.create", call_sync(A.OPERATION_CHAT, dialect))
+        self.wrap(messages, "AsyncMessages.create", call_async(A.OPERATION_CHAT, dialect))
+        self.wrap("anthropic._base_client", "SyncAPIClient._attempt_request", _attempt)
+        self.wrap("anthropic._base_client", "AsyncAPIClient._attempt_request", _attempt_async)
+        self.wrap("anthropic._base_client", "SyncAPIClient._sleep_for_retry", sleep_sync)
+        self.wrap("anthropic._base_client", "AsyncAPIClient._sleep_for_retry", sleep_async)

@@ -1,0 +1,91 @@
+"""The anthropic integration, driving the real anthropic SDK against the simulated provider."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anthropic
+import pytest
+from agentscope.integrations.anthropic import AnthropicInstrumentor
+
+import agentscope as ags
+from agentscope import attributes as A
+from agentscope.analysis.pipeline import blame_store
+from agentscope.sim import Profile, SimServer
+from agentscope.store import Store
+
+MESSAGES = [{"role": "user", "content": "where is my refund"}]
+
+
+@pytest.fixture
+def sim():
+    server = SimServer(
+        Profile(
+            queue_ms=10,
+            prefill_ms=30,
+            tokens_per_s=400,
+            output_tokens=8,
+            rate_limit_rate=0.5,
+            retry_after_ms=30,
+            seed=1,
+        )
+    ).start()
+    yield server
+    server.stop()
+
+
+def test_calls_streams_and_retries_give_one_llm_span_each(tmp_path, sim):
+    store = tmp_path / "anthropic.duckdb"
+    ags.init(store=store, instrument=False)
+    instrumentor = AnthropicInstrumentor()
+    assert instrumentor.instrument()
+    try:
+        client = anthropic.Anthropic(base_url=sim.anthropic_base_url, api_key="sk-ant-secret", max_retries=10)
+
+        @ags.task
+        def ask() -> None:
+            client.messages.create(model="claude-sim", max_tokens=50, messages=MESSAGES)
+            with client.messages.create(
+                model="claude-sim", max_tokens=50, messages=MESSAGES, stream=True
+            ) as s:
+                assert sum(1 for _ in s) == 8 + 5
+
+        for _ in range(4):
+            ask()
+
+        async def main():
+            async_client = anthropic.AsyncAnthropic(
+                base_url=sim.anthropic_base_url, api_key="k", max_retries=10
+            )
+            await async_client.messages.create(model="claude-sim", max_tokens=50, messages=MESSAGES)
+
+        asyncio.run(main())
+    finally:
+        instrumentor.uninstrument()
+        ags.shutdown()
+    with Store(store, read_only=True) as opened:
+        kinds = dict(opened.con.execute("SELECT kind, count(*) FROM spans GROUP BY kind").fetchall())
+        llm = opened.con.execute("SELECT attributes FROM spans WHERE kind = 'llm'").fetchall()
+        parents = opened.con.execute(
+            "SELECT count(*) FROM spans s JOIN spans p ON s.parent_id = p.span_id "
+            "WHERE s.kind IN ('http', 'backoff') AND p.kind = 'llm'"
+        ).fetchall()[0][0]
+        report = blame_store(opened)
+    assert kinds["llm"] == 9
+    assert kinds["http"] >= 3 and kinds["backoff"] == kinds["http"] and parents == 2 * kinds["http"]
+    assert all("sk-ant-secret" not in text for (text,) in llm)
+    assert all(f'"{A.GEN_AI_USAGE_OUTPUT_TOKENS}":8' in text for (text,) in llm)
+    mean = {row["category"]: row for row in report["mean"]}
+    assert mean["retry"]["components"]["failed"] > 0 and mean["retry"]["components"]["backoff"] > 0
+    assert mean["inference"]["ms"] > 40
+
+
+def test_uninstrument_restores_the_sdk():
+    from anthropic.resources.messages.messages import Messages
+
+    original = Messages.create
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument()
+    assert Messages.create is not original
+    instrumentor.uninstrument()
+    assert Messages.create is original
