@@ -27,7 +27,8 @@ DESIGNED_MS = {
     "retry": 16,
     "other": 30,
 }
-"""What each task is built to spend, by category (the budget is checked against stopwatches, below)."""
+"""What each task is built to spend, by category. The budget is checked against stopwatch readings of the
+same tasks rather than these figures: on a loaded machine the slowest tasks wait longer than designed."""
 
 
 WATCH: dict[str, float] = {}
@@ -166,7 +167,6 @@ def test_budget_matches_stopwatch_truth_per_category(measured):
     truth = expected_budget(runs)
     for category, expected in truth.items():
         assert budget[category] == pytest.approx(expected, rel=0.05), (category, budget, truth)
-        assert budget[category] == pytest.approx(DESIGNED_MS[category], rel=0.5, abs=3), category
     assert sum(budget.values()) == pytest.approx(report["latency_ms"]["p95"], rel=1e-9)
 
 

@@ -21,6 +21,7 @@ from agentscope.sim import Profile, SimServer
 from agentscope.store import Store
 
 LIBRARIES = ("httpx", "requests", "sqlite3", "psycopg", "redis", "tenacity")
+"""Patched by the fixture; duckdb, sqlalchemy and backoff are tested on their own below."""
 POSTGRES = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
 
 
@@ -237,3 +238,38 @@ def test_an_agent_with_only_init_and_instrument_gets_a_complete_trace(tmp_path, 
     assert mean["inference"]["components"]["decode"] > 0
     assert mean["network"]["ms"] > 0 and mean["db"]["ms"] >= 10
     assert mean["retry"]["components"]["failed"] > 0 and mean["retry"]["components"]["backoff"] >= 30
+
+
+def test_duckdb_sqlalchemy_and_backoff(captured, tmp_path):
+    import backoff
+    import duckdb
+    import sqlalchemy
+
+    ags.instrument("duckdb", "sqlalchemy", "backoff")
+    try:
+        con = duckdb.connect(str(tmp_path / "d.duckdb"))
+        con.execute("CREATE TABLE t (x INTEGER)")
+        assert con.execute("SELECT 42").fetchall() == [(42,)]
+        engine = sqlalchemy.create_engine("sqlite://")
+        with engine.connect() as connection:
+            assert connection.execute(sqlalchemy.text("SELECT 7")).scalar() == 7
+        calls = []
+
+        @backoff.on_exception(backoff.constant, ValueError, interval=0.02, max_tries=4, jitter=None)
+        def flaky():
+            calls.append(1)
+            if len(calls) < 3:
+                raise ValueError("again")
+            return "ok"
+
+        assert flaky() == "ok"
+    finally:
+        ags.uninstrument("duckdb", "sqlalchemy", "backoff")
+    db = [
+        (s.attributes[A.DB_SYSTEM_NAME], s.attributes[A.DB_OPERATION_NAME]) for s in by_kind(captured, "db")
+    ]
+    assert ("duckdb", "CREATE") in db and ("duckdb", "SELECT") in db and ("sqlite", "SELECT") in db
+    attempts = [s for s in captured.spans if s.name.startswith("attempt ")]
+    assert [s.status.status_code.name for s in attempts] == ["ERROR", "ERROR", "UNSET"]
+    waits = by_kind(captured, "backoff")
+    assert len(waits) == 2 and all(s.end_time - s.start_time >= 15_000_000 for s in waits)
