@@ -22,7 +22,7 @@ from traces_fixtures import (
 
 import agentscope as ags
 from agentscope.ingest import ingest
-from agentscope.ingest.loader import BATCH_ROWS
+from agentscope.ingest.batching import BATCH_ROWS
 from agentscope.store import Store
 
 
@@ -294,3 +294,25 @@ def test_a_killed_ingest_leaves_whole_batches_and_can_be_redone(tmp_path):
     assert result.returncode == 0, result.stderr
     with Store(store_path, read_only=True) as store:
         assert store.span_count() == 90_000
+
+
+def test_a_large_file_parsed_in_worker_processes_gives_the_same_result(tmp_path, monkeypatch):
+    from agentscope.ingest import parallel
+
+    lines = [dumps(agent_trace_otlp(f"{n + 1:032x}")) for n in range(400)]
+    lines[57] = "{broken"
+    lines[311] = dumps(otlp_request([otlp_span(T1, "4" * 16, None, "backwards", 10, 5)]))
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(lines) + "\n\n")
+    with Store(None) as store:
+        sequential = ingest(store, [path])
+        expected = store.span_count()
+    monkeypatch.setattr(parallel, "MIN_BYTES", 1)
+    assert parallel.worth_it(path)
+    with Store(None) as store:
+        parallel_run = ingest(store, [path])
+        assert store.span_count() == expected == 398 * 3
+    assert parallel_run.spans_read == sequential.spans_read
+    assert sorted(str(p) for p in parallel_run.problems) == sorted(str(p) for p in sequential.problems)
+    assert any(":58: invalid JSON" in str(p) for p in parallel_run.problems)
+    assert any(":312: ends before it starts" in str(p) for p in parallel_run.problems)

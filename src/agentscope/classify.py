@@ -87,14 +87,23 @@ ALIASES: tuple[tuple[str, str, float], ...] = (
 """(their key, our key, unit multiplier): filled in only where our key is absent."""
 
 
+_ALIASES_BY_KEY: dict[str, list[tuple[str, float]]] = {}
+for _theirs, _ours, _multiplier in ALIASES:
+    _ALIASES_BY_KEY.setdefault(_theirs, []).append((_ours, _multiplier))
+
+
 def normalize(attributes: dict[str, Any]) -> dict[str, Any]:
     """Add agentscope's keys for what other conventions recorded under theirs (in place)."""
-    for theirs, ours, multiplier in ALIASES:
-        if theirs in attributes and ours not in attributes:
-            value = attributes[theirs]
+    found = [key for key in attributes if key in _ALIASES_BY_KEY]
+    for theirs in found:
+        value = attributes[theirs]
+        for ours, multiplier in _ALIASES_BY_KEY[theirs]:
+            if ours in attributes:
+                continue
             if multiplier != 1 and isinstance(value, (int, float)) and not isinstance(value, bool):
-                value = value * multiplier
-            attributes[ours] = value
+                attributes[ours] = value * multiplier
+            else:
+                attributes[ours] = value
     return attributes
 
 

@@ -16,25 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
+from agentscope.ingest import parallel
+from agentscope.ingest.batching import Batcher, Problem
 from agentscope.ingest.records import Record
 from agentscope.ingest.sources import UnknownFormat, expand, read
 from agentscope.store.schema import COLUMN_NAMES, rows_to_table
 from agentscope.store.store import Store
 
-BATCH_ROWS = 20_000
 KEPT_PROBLEMS = 50
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int
-    reason: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.reason}"
 
 
 @dataclass
@@ -83,66 +74,37 @@ _INSERT = (
 
 
 class _Writer:
-    """Batches rows of one file, dropping in-batch duplicates and reporting conflicts."""
+    """Writes batches of one file into the store and reports spans stored before with other content."""
 
     def __init__(
         self, store: Store, summary: IngestSummary, name: str, progress: Callable[[int], None] | None
-    ):
+    ) -> None:
         self.store, self.summary, self.name, self.progress = store, summary, name, progress
-        self.rows: list[tuple] = []
-        self.lines: list[int] = []
-        self.seen: dict[tuple[str, str], tuple] = {}
 
-    def add(self, row: tuple, line: int) -> None:
-        key = (row[0], row[1])
-        signature = (row[2], row[3], row[6], row[7])
-        previous = self.seen.get(key)
-        if previous is not None:
-            if previous != signature:
-                self.summary.add_problem(
-                    Problem(
-                        self.name, line, f"span {row[1]} appears twice with different content; kept the first"
-                    ),
-                    skipped=True,
-                )
-            else:
-                self.summary.already_stored += 1
-            return
-        self.seen[key] = signature
-        self.rows.append(row)
-        self.lines.append(line)
-        if len(self.rows) >= BATCH_ROWS:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.rows:
+    def write(self, batch: pa.Table, lines: list[int]) -> None:
+        if not batch.num_rows:
             return
         con = self.store.con
-        con.register("agentscope_batch", rows_to_table(self.rows))
+        con.register("agentscope_batch", batch)
         try:
             added = con.execute(_INSERT).fetchall()[0][0]
             # Only spans that were already stored can conflict; the new ones match themselves.
-            conflicts = set(con.execute(_CONFLICTS).fetchall()) if added < len(self.rows) else set()
+            conflicts = set(con.execute(_CONFLICTS).fetchall()) if added < batch.num_rows else set()
             con.execute(
                 "INSERT OR IGNORE INTO agentscope_ingested SELECT DISTINCT trace_id FROM agentscope_batch"
             ).fetchall()
         finally:
             con.unregister("agentscope_batch")
-        for row, line in zip(self.rows, self.lines):
-            if (row[0], row[1]) in conflicts:
-                self.summary.add_problem(
-                    Problem(
-                        self.name,
-                        line,
-                        f"span {row[1]} is already stored with different content; kept the stored one",
-                    ),
-                    skipped=True,
-                )
+        if conflicts:
+            keys = zip(batch.column("trace_id").to_pylist(), batch.column("span_id").to_pylist(), strict=True)
+            for (trace_id, span_id), line in zip(keys, lines, strict=True):
+                if (trace_id, span_id) in conflicts:
+                    reason = f"span {span_id} is already stored with different content; kept the stored one"
+                    self.summary.add_problem(Problem(self.name, line, reason), skipped=True)
         self.summary.stored += added
-        self.summary.already_stored += len(self.rows) - added - len(conflicts)
+        self.summary.already_stored += batch.num_rows - added - len(conflicts)
         if self.progress is not None:
-            self.progress(len(self.rows))
-        self.rows, self.lines, self.seen = [], [], {}
+            self.progress(batch.num_rows)
 
 
 def _ingest_store(store: Store, path: Path, summary: IngestSummary) -> None:
@@ -185,6 +147,13 @@ def ingest_file(
             summary.add_problem(Problem(name, 0, f"cannot read the store: {exc}"), skipped=False)
         return
     writer = _Writer(store, summary, name, progress)
+    if fmt == "otlp-json-lines" and parallel.worth_it(path):
+        try:
+            parallel.ingest_lines(path, name, writer, summary)
+            return
+        except parallel.WorkersUnavailable:
+            fmt, records = read(path)
+    batcher = Batcher(name)
     last_line = 0
     try:
         record: Record
@@ -192,17 +161,20 @@ def ingest_file(
             last_line = record.line
             if record.row is not None:
                 summary.spans_read += 1
-                writer.add(record.row, record.line)
+                if batcher.add(record.row, record.line):
+                    writer.write(rows_to_table(batcher.rows), batcher.take()[1])
             if record.problem is not None:
                 summary.add_problem(Problem(name, record.line, record.problem), skipped=record.row is None)
     except (EOFError, OSError, zlib.error) as exc:
-        summary.add_problem(
-            Problem(name, last_line + 1, f"file ends early (truncated?): {exc}"), skipped=False
-        )
+        summary.add_problem(Problem(name, last_line + 1, f"the file ends early: {exc}"), skipped=False)
     except UnicodeDecodeError as exc:
         summary.add_problem(Problem(name, last_line + 1, f"not UTF-8 text: {exc.reason}"), skipped=False)
     finally:
-        writer.flush()
+        rows, lines = batcher.take()
+        writer.write(rows_to_table(rows), lines)
+        summary.already_stored += batcher.repeats
+        for problem in batcher.problems:
+            summary.add_problem(problem, skipped=True)
 
 
 _TASKS = """

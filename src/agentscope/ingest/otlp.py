@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agentscope import attributes as A
-from agentscope.ingest.records import BadSpan, Record, record
+from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES, BadSpan, Record, record
 
 SPAN_KINDS = {0: None, 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
 STATUS = {0: "UNSET", 1: "OK", 2: "ERROR"}
@@ -70,18 +70,21 @@ def json_attributes(items: Any) -> dict[str, Any]:
     return out
 
 
-def json_request_records(request: Any, line: int) -> Iterator[Record]:
-    """Records of one ExportTraceServiceRequest (a parsed JSON object)."""
+def json_request_records(request: Any, line: int, check_sizes: bool = True) -> Iterator[Record]:
+    """Records of one ExportTraceServiceRequest (a parsed JSON object).
+
+    ``check_sizes=False``: the request's text is known to be smaller than the attribute limit.
+    """
     if not isinstance(request, dict) or "resourceSpans" not in request:
         yield Record(line, problem="not an OTLP ExportTraceServiceRequest (no resourceSpans)")
         return
     try:
-        yield from _json_resource_spans(request["resourceSpans"], line)
+        yield from _json_resource_spans(request["resourceSpans"], line, check_sizes)
     except (TypeError, AttributeError, KeyError) as exc:
         yield Record(line, problem=f"malformed OTLP request: {type(exc).__name__}: {exc}")
 
 
-def _json_resource_spans(resource_spans_list: Any, line: int) -> Iterator[Record]:
+def _json_resource_spans(resource_spans_list: Any, line: int, check_sizes: bool) -> Iterator[Record]:
     if not isinstance(resource_spans_list, list):
         raise TypeError("resourceSpans is not a list")
     for resource_spans in resource_spans_list:
@@ -96,10 +99,10 @@ def _json_resource_spans(resource_spans_list: Any, line: int) -> Iterator[Record
         ):
             scope = (scope_spans.get("scope") or scope_spans.get("instrumentationLibrary") or {}).get("name")
             for span in scope_spans.get("spans") or []:
-                yield _json_span(span, line, service, scope)
+                yield _json_span(span, line, service, scope, check_sizes)
 
 
-def _json_span(span: Any, line: int, service: Any, scope: Any) -> Record:
+def _json_span(span: Any, line: int, service: Any, scope: Any, check_sizes: bool) -> Record:
     if not isinstance(span, dict):
         return Record(line, problem="span is not an object")
     try:
@@ -121,6 +124,7 @@ def _json_span(span: Any, line: int, service: Any, scope: Any) -> Record:
         service=service if isinstance(service, str) else None,
         scope=scope if isinstance(scope, str) else None,
         attributes=attributes,
+        check_sizes=check_sizes,
     )
 
 
@@ -134,7 +138,7 @@ def read_json_lines(stream: IO[bytes]) -> Iterator[Record]:
         except orjson.JSONDecodeError as exc:
             yield Record(number, problem=f"invalid JSON: {exc}")
             continue
-        yield from json_request_records(request, number)
+        yield from json_request_records(request, number, len(line) > MAX_ATTRIBUTE_BYTES)
 
 
 def read_json_document(stream: IO[bytes]) -> Iterator[Record]:

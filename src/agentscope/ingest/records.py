@@ -106,8 +106,13 @@ def record(
     scope: str | None,
     attributes: dict[str, Any],
     trace_width: int = 32,
+    check_sizes: bool = True,
 ) -> Record:
-    """Check a span's fields and build its row; a problem record if it cannot be stored."""
+    """Check a span's fields and build its row; a problem record if it cannot be stored.
+
+    ``check_sizes=False`` skips looking for oversized attribute values, for a reader
+    that knows its whole input line is smaller than the limit.
+    """
     try:
         trace = hex_id(trace_id, trace_width, "trace id")
         span = hex_id(span_id, 16, "span id")
@@ -120,7 +125,7 @@ def record(
             raise BadSpan(f"ends before it starts ({end} < {start})")
         if not isinstance(name, str):
             raise BadSpan(f"name is {type(name).__name__}, not a string")
-        cut = cut_oversized(attributes)
+        cut = cut_oversized(attributes) if check_sizes else []
         row = make_row(
             trace,
             span,
