@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -376,4 +377,14 @@ def show(
 
 
 def main() -> None:
-    app()
+    """The console script; an unexpected error is one line on stderr (AGENTSCOPE_DEBUG=1: the traceback)."""
+    try:
+        app()
+    except Exception as exc:
+        if os.environ.get("AGENTSCOPE_DEBUG") == "1":
+            raise
+        Console(stderr=True).print(
+            f"[red]internal error:[/red] {type(exc).__name__}: {exc} (AGENTSCOPE_DEBUG=1 shows where)",
+            highlight=False,
+        )
+        sys.exit(1)

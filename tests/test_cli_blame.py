@@ -207,3 +207,20 @@ def test_empty_store_says_so(tmp_path):
     result = runner.invoke(app, ["blame", "--store", str(path)])
     assert result.exit_code == 1
     assert "no tasks" in result.output
+
+
+def test_a_foreign_duckdb_file_is_refused_plainly(tmp_path):
+    store = tmp_path / "broken.duckdb"
+    import duckdb
+
+    with duckdb.connect(str(store)) as con:  # a DuckDB file that is not an agentscope store
+        con.execute("CREATE TABLE agentscope_meta (key VARCHAR, value VARCHAR)")
+        con.execute("INSERT INTO agentscope_meta VALUES ('schema_version', 'one')")
+    result = subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", "blame", "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "unreadable schema version 'one'" in result.stderr and "Traceback" not in result.stderr

@@ -58,7 +58,10 @@ class Store:
             ).fetchall()
         except duckdb.CatalogException as exc:
             raise StoreError(f"{self.path} is not an agentscope store (no agentscope_meta table)") from exc
-        version = int(rows[0][0]) if rows else 0
+        try:
+            version = int(rows[0][0]) if rows else 0
+        except ValueError:
+            raise StoreError(f"{self.path} has an unreadable schema version {rows[0][0]!r}") from None
         if version > SCHEMA_VERSION:
             raise StoreError(
                 f"store {self.path} has schema version {version}; "
