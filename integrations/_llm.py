@@ -123,12 +123,13 @@ def server_timings(body: Any, headers: Mapping[str, str] | None = None) -> dict[
             "decode_ms": _scaled(get(body, "eval_duration"), 1e-6),
         }
     if headers:
-        lowered = {k.lower(): v for k, v in headers.items()}
-        if "x-queue-time" in lowered or "x-inference-time" in lowered:  # Hugging Face TGI, ms
-            found.setdefault("queue_ms", _number(lowered.get("x-queue-time")))
-            found.setdefault("total_ms", _number(lowered.get("x-inference-time")))
-        elif "openai-processing-ms" in lowered and not found:
-            found["total_ms"] = _number(lowered["openai-processing-ms"])
+        # SDK headers are case-insensitive mappings; plain dicts are expected in lower case.
+        queue, inference = headers.get("x-queue-time"), headers.get("x-inference-time")
+        if queue is not None or inference is not None:  # Hugging Face TGI, ms
+            found.setdefault("queue_ms", _number(queue))
+            found.setdefault("total_ms", _number(inference))
+        elif not found and headers.get("openai-processing-ms") is not None:
+            found["total_ms"] = _number(headers.get("openai-processing-ms"))
     return {key: value for key, value in found.items() if value is not None}
 
 

@@ -12,6 +12,7 @@ stream events carry usage, timings and the first token.
 from __future__ import annotations
 
 import contextvars
+import functools
 import time
 import weakref
 from collections.abc import Callable
@@ -86,6 +87,15 @@ def _peer_inside(wrapped: Any, instance: Any) -> bool:
     return any(isinstance(klass.__dict__.get("request"), _PROXY) for klass in client_type.__mro__)
 
 
+@functools.lru_cache(maxsize=1024)
+def _prepared(operation: str, model: Any, provider: str) -> tuple[str, dict[str, Any]]:
+    """Span name and start attributes for a call; the same few combinations recur, so they are cached."""
+    attributes = clean_attributes(
+        {A.GEN_AI_OPERATION_NAME: operation, A.GEN_AI_REQUEST_MODEL: model, A.GEN_AI_PROVIDER_NAME: provider}
+    )
+    return (f"{operation} {model}" if model else operation), with_kind("llm", attributes)
+
+
 def _open(
     wrapped: Any, instance: Any, kwargs: dict[str, Any], operation: str, dialect: Dialect
 ) -> tuple[Recording | None, LLMCall | None]:
@@ -93,15 +103,14 @@ def _open(
         return None, None
     client = getattr(instance, "_client", None)
     model = kwargs.get("model")
+    model = model if model is None or isinstance(model, str) else str(model)
     provider = _PROVIDER_OVERRIDES.get(client) or provider_for(getattr(client, "base_url", ""))
-    attributes = clean_attributes(
-        {A.GEN_AI_OPERATION_NAME: operation, A.GEN_AI_REQUEST_MODEL: model, A.GEN_AI_PROVIDER_NAME: provider}
-    )
+    name, attributes = _prepared(operation, model, provider)
     peer = _peer_span(dialect.peer_scopes)
     if peer is not None:
         peer.set_attributes(attributes)
         return None, LLMCall(peer, getattr(peer, "start_time", now_ns()))
-    rec = start(f"{operation} {model}" if model else operation, "llm", with_kind("llm", attributes))
+    rec = start(name, "llm", attributes)
     return rec, rec.llm if rec is not None else None
 
 
