@@ -1,0 +1,49 @@
+"""The analysis core takes Arrow, pandas or plain columns, any null form, with or without trace ids."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from tracebuild import span
+
+from agentscope.analysis import analyze
+from agentscope.analysis.batch import SpanBatch, as_columns
+
+ROWS = [
+    span("R", None, "task", 0, 100, cpu_ns=0, thread_id=1),
+    span("L", "R", "llm", 10, 60, server_prefill_ms=20.0, server_decode_ms=25.0),
+    span("T", "R", "tool", 60, 90),
+    span("R2", None, "task", 0, 50, trace_id="t2"),
+    span("T2", "R2", "tool", 0, 50, trace_id="t2"),
+]
+
+
+def results_of(container) -> list[tuple[str, int, float]]:
+    return sorted((r.span_id, r.duration_ns, round(sum(r.components))) for r in analyze(container))
+
+
+def test_arrow_pandas_and_columns_agree():
+    columns = as_columns(ROWS)
+    expected = results_of(columns)
+    assert len(expected) == 2
+    assert results_of(pa.table(columns)) == expected
+    assert results_of(pd.DataFrame(columns)) == expected
+
+
+def test_every_null_form_and_a_dropped_trace_id():
+    frame = pd.DataFrame(as_columns(ROWS))
+    frame["server_total_ms"] = [math.nan, pd.NA, None, math.nan, None]
+    frame["cpu_ns"] = pd.array([0, pd.NA, pd.NA, pd.NA, pd.NA], dtype="Int64")
+    frame["ttft_s"] = float("nan")
+    without_key = frame.drop(columns=["trace_id"])
+    assert results_of(without_key) == results_of(frame)
+    batch = SpanBatch.from_any(without_key)
+    assert batch["server_total_ms"] == [None] * 5 and batch["cpu_ns"][:2] == [0, None]
+
+
+def test_a_batch_without_required_columns_is_refused():
+    with pytest.raises(ValueError, match="span_id"):
+        analyze({"start_ns": [1], "end_ns": [2]})
