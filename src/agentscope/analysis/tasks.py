@@ -166,8 +166,34 @@ def explain(
         models=models,
     )
     if variants:
-        result.whatif_ns = simulate(trace, task, mixes, leaves, tables or reductions(variants), between)
+        result.whatif_ns = _simulate_distinct(
+            trace, task, mixes, leaves, tables or reductions(variants), between
+        )
     return TraceExplanation(trace, task, segments, mixes, result)
+
+
+def _simulate_distinct(
+    trace: Trace,
+    task: int,
+    mixes: dict[int, Mix],
+    leaves: set[int],
+    tables: Sequence[Mapping[str, float]],
+    between: dict[int, Mix],
+) -> list[float]:
+    """Simulate only the variants that differ for this task's components.
+
+    A pessimistic variant differs from its optimistic twin only in unsplit
+    inference; a task without any is simulated once for both.
+    """
+    keys = sorted({key for mix in (*mixes.values(), *between.values()) for key, _ in mix})
+    signatures = [tuple(table[key] for key in keys) for table in tables]
+    distinct = list(dict.fromkeys(signatures))
+    if len(distinct) == len(tables):
+        return simulate(trace, task, mixes, leaves, tables, between)
+    first = {signature: tables[signatures.index(signature)] for signature in distinct}
+    durations = simulate(trace, task, mixes, leaves, [first[sig] for sig in distinct], between)
+    by_signature = dict(zip(distinct, durations, strict=True))
+    return [by_signature[signature] for signature in signatures]
 
 
 def analyze(
