@@ -14,7 +14,7 @@ from typing import Any
 
 from agentscope.analysis import report
 from agentscope.analysis.batch import SpanBatch
-from agentscope.analysis.tasks import TaskResult, TraceExplanation, analyze, explain
+from agentscope.analysis.tasks import TaskResult, TraceExplanation, analyze, collector_paused, explain
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.query import span_batches, trace_spans
@@ -47,7 +47,7 @@ def task_results(
             results.extend(analyze(batch, variants, task_name=task_name))
         return results
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool, collector_paused():
         pending: deque[Future[list[TaskResult]]] = deque()
         for batch in span_batches(store):
             pending.append(pool.submit(analyze, batch, variants, task_name=task_name))

@@ -8,7 +8,9 @@ the percentile step (``agentscope.analysis.report``) aggregated globally.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import gc
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +22,7 @@ from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import reductions, simulate
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskResult:
     """One task's attribution: component times (ns, in ``categories.KEYS`` order) and more."""
 
@@ -211,10 +213,28 @@ def analyze(
     batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
     tables = reductions(variants)
     results = []
-    for rows in batch.traces():
-        trace = Trace.build(batch, rows)
-        for task in trace.tasks():
-            if task_name is not None and _task_name(trace, task) != task_name:
-                continue
-            results.append(explain(trace, task, variants, tables=tables).result)
+    with collector_paused():
+        for rows in batch.traces():
+            trace = Trace.build(batch, rows)
+            for task in trace.tasks():
+                if task_name is not None and _task_name(trace, task) != task_name:
+                    continue
+                results.append(explain(trace, task, variants, tables=tables).result)
     return results
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a batch is analysed.
+
+    The walk allocates millions of short-lived lists and tuples but creates no
+    reference cycles, and the collector's passes over them cost about a tenth of
+    the time. The pause is process-wide and ends with the batch.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
