@@ -10,7 +10,8 @@ from agentscope.examples import coding_agent, research_agent, support_agent
 from rich.console import Console
 
 import agentscope as ags
-from agentscope.analysis.pipeline import blame_store
+from agentscope.analysis import report
+from agentscope.analysis.pipeline import task_results
 from agentscope.store import Store
 
 AGENTS = (
@@ -21,7 +22,7 @@ AGENTS = (
 
 
 def run_demo(tasks: int, store: Path, console: Console) -> None:
-    """Run the three agents into ``store`` and print a blame report for each."""
+    """Run the three agents into ``store`` and print a blame report for each (one analysis pass)."""
     ags.init(service_name="agentscope-demo", store=store)
     try:
         for title, module, _, concurrency in AGENTS:
@@ -33,18 +34,17 @@ def run_demo(tasks: int, store: Path, console: Console) -> None:
             )
     finally:
         ags.shutdown()
-    slowest = None
     with Store(store, read_only=True) as opened:
-        for title, module, task_name, _ in AGENTS:
-            report = blame_store(opened, task_name=task_name)
-            if report is None:
-                continue
-            console.rule(f"[bold]{title}[/bold] — {module.__doc__.splitlines()[0]}")
-            print_blame(report, console)
+        results = task_results(opened, report.variants(report.DEFAULT_SCENARIOS))
         rows = opened.con.execute(
             "SELECT trace_id FROM spans WHERE kind = 'task' ORDER BY end_ns - start_ns DESC LIMIT 1"
         ).fetchall()
-        slowest = rows[0][0] if rows else None
+    slowest = rows[0][0] if rows else None
+    for title, module, task_name, _ in AGENTS:
+        tasks_of_agent = [r for r in results if r.name == task_name]
+        if tasks_of_agent:
+            console.rule(f"[bold]{title}[/bold] — {module.__doc__.splitlines()[0]}")
+            print_blame(report.blame(tasks_of_agent), console)
     console.rule()
     console.print(
         f"Next: [bold]agentscope budget --store {store} --tasks-per-month 40000[/bold] for the cost side, "

@@ -137,32 +137,55 @@ def record_result(call: LLMCall, body: Any, headers: Any = None) -> None:
     call.set_attributes(values)
 
 
+class _CallScope:
+    """What a wrapped API call sets up before the SDK runs, and undoes when it returns or raises."""
+
+    __slots__ = ("call", "cpu0", "dialect", "kwargs", "rec", "state", "t0", "token")
+
+    def __init__(self, rec: Recording | None, call: LLMCall | None, dialect: Dialect, kwargs: dict) -> None:
+        self.rec, self.call, self.dialect, self.kwargs = rec, call, dialect, kwargs
+        self.state = _Call(own_span=rec is not None, peer_scopes=dialect.peer_scopes)
+        self.token = _CALL.set(self.state)
+        if rec is not None:
+            rec.enter()
+        self.t0, self.cpu0 = time.perf_counter_ns(), time.thread_time_ns()
+
+    def failed(self, error: BaseException) -> None:
+        if self.rec is not None:
+            self.rec.finish(error, time.thread_time_ns() - self.cpu0)
+            self.rec.exit()
+        _CALL.reset(self.token)
+
+    def returned(self, result: Any) -> Any:
+        _CALL.reset(self.token)
+        if self.rec is not None:
+            self.rec.exit()
+        return _after(result, self.rec, self.call, self.state, self.kwargs, self.t0, self.cpu0, self.dialect)
+
+
+def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: Dialect) -> _CallScope | None:
+    """The call's scope; None (the call runs untouched) if opening its span failed."""
+    try:
+        rec, call = _open(wrapped, instance, kwargs, operation, dialect)
+    except Exception as exc:
+        report(f"opening a {dialect.library} span", exc)
+        return None
+    return _CallScope(rec, call, dialect, kwargs)
+
+
 def call_sync(operation: str, dialect: Dialect) -> Callable[..., Any]:
     """The wrapper of a synchronous API method: one llm span per call."""
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        try:
-            rec, call = _open(wrapped, instance, kwargs, operation, dialect)
-        except Exception as exc:
-            report(f"opening a {dialect.library} span", exc)
+        scope = _scope(wrapped, instance, kwargs, operation, dialect)
+        if scope is None:
             return wrapped(*args, **kwargs)
-        state = _Call(own_span=rec is not None, peer_scopes=dialect.peer_scopes)
-        token = _CALL.set(state)
-        if rec is not None:
-            rec.enter()
-        t0, cpu0 = time.perf_counter_ns(), time.thread_time_ns()
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as exc:
-            if rec is not None:
-                rec.finish(exc, time.thread_time_ns() - cpu0)
-                rec.exit()
-            _CALL.reset(token)
+            scope.failed(exc)
             raise
-        _CALL.reset(token)
-        if rec is not None:
-            rec.exit()
-        return _after(result, rec, call, state, kwargs, t0, cpu0, dialect)
+        return scope.returned(result)
 
     return wrapper
 
@@ -171,28 +194,15 @@ def call_async(operation: str, dialect: Dialect) -> Callable[..., Any]:
     """The wrapper of an asynchronous API method."""
 
     async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        try:
-            rec, call = _open(wrapped, instance, kwargs, operation, dialect)
-        except Exception as exc:
-            report(f"opening a {dialect.library} span", exc)
+        scope = _scope(wrapped, instance, kwargs, operation, dialect)
+        if scope is None:
             return await wrapped(*args, **kwargs)
-        state = _Call(own_span=rec is not None, peer_scopes=dialect.peer_scopes)
-        token = _CALL.set(state)
-        if rec is not None:
-            rec.enter()
-        t0, cpu0 = time.perf_counter_ns(), time.thread_time_ns()
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
-            if rec is not None:
-                rec.finish(exc, time.thread_time_ns() - cpu0)
-                rec.exit()
-            _CALL.reset(token)
+            scope.failed(exc)
             raise
-        _CALL.reset(token)
-        if rec is not None:
-            rec.exit()
-        return _after(result, rec, call, state, kwargs, t0, cpu0, dialect)
+        return scope.returned(result)
 
     return wrapper
 

@@ -47,11 +47,3 @@ def load_presets() -> dict[str, ChipPreset]:
         )
         for name, entry in data["presets"].items()
     }
-
-
-def preset(name: str) -> ChipPreset:
-    """The preset called ``name``; KeyError naming the known presets otherwise."""
-    presets = load_presets()
-    if name not in presets:
-        raise KeyError(f"unknown chip preset {name!r}; known: {', '.join(sorted(presets))}")
-    return presets[name]

@@ -40,9 +40,3 @@ def report(where: str, exc: BaseException, *, internal: bool = True) -> None:
             type(exc).__name__,
             exc,
         )
-
-
-def failure_counts() -> dict[str, int]:
-    """How many failures each place has had since the process started."""
-    with _lock:
-        return dict(_counts)

@@ -280,10 +280,6 @@ def start(
         return None
 
 
-def current_task() -> TaskState | None:
-    return _CURRENT_TASK.get()
-
-
 def current_llm() -> LLMCall:
     """The LLM call in progress in this context, or a handle that does nothing."""
     return _CURRENT_LLM.get() or NO_CALL

@@ -103,7 +103,6 @@ def init(
             old.shutdown()
         STATE.tracer = provider.get_tracer(TRACER_NAME, __version__)
         STATE.capture_content = bool(capture_content)
-        STATE.initialized = True
     except Exception as exc:
         report("agentscope.init", exc)
         return
@@ -125,6 +124,5 @@ def shutdown() -> None:
     try:
         if STATE.router is not None:
             STATE.router.shutdown()
-        STATE.initialized = False
     except Exception as exc:
         report("agentscope.shutdown", exc)

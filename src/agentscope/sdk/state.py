@@ -58,7 +58,6 @@ class SDKState:
     tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer(TRACER_NAME))
     capture_content: bool = False
     router: Router | None = None
-    initialized: bool = False
 
 
 STATE = SDKState()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,6 @@ class Profile:
     """What the response reports: ``groq`` (usage.queue_time, prompt_time, completion_time, total_time
     in seconds), ``openai`` (an ``openai-processing-ms`` header) or ``none``."""
     seed: int | None = None
-
-    def with_(self, **changes: object) -> Profile:
-        return replace(self, **changes)
 
     def draw(self, rng: random.Random, value: float) -> float:
         if self.jitter <= 0:

@@ -28,10 +28,6 @@ def _completion_words(n: int) -> list[str]:
     return [WORDS[i % len(WORDS)] + " " for i in range(n)]
 
 
-def _message(words: list[str]) -> dict[str, str]:
-    return {"role": "assistant", "content": "".join(words)}
-
-
 def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) -> Starlette:
     """A Starlette app serving ``POST /v1/chat/completions`` with this latency profile.
 
