@@ -1,12 +1,17 @@
 """Cost of the openai integration: client-side CPU per call and per streamed chunk, with and without it.
 
-    python benchmarks/openai_overhead.py [--calls 300] [--rounds 5]
+    python benchmarks/openai_overhead.py [--calls 300] [--rounds 7]
 
 The real openai SDK calls a simulated provider (in its own process) on
-loopback with no added latency.  Rounds alternate uninstrumented and instrumented (spans exported to a
-processor that drops them); each case reports the calling thread's CPU per
-call (thread time, so the server's work is not counted) and, for streams of
-200 chunks, the extra CPU per chunk.
+loopback with no added latency.  Each round runs every case in turn, so all of
+them see the same machine: the uninstrumented SDK; agentscope's
+instrumentation; OpenInference's openai instrumentor, when installed (a peer
+doing the same job); and one bare OpenTelemetry span with the same number of
+attributes opened around the call by hand, the floor for any instrumentation
+that records a span per call.  Spans go to a batch processor that drops them.
+CPU is the calling thread's, so neither the server nor the export thread is
+counted.  Per streamed chunk: a streamed call's extra CPU, less a call's fixed
+extra, over its chunks.
 """
 
 from __future__ import annotations
@@ -16,16 +21,35 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import openai
 from agentscope.integrations.openai import OpenAIInstrumentor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import agentscope as ags
+from agentscope.sdk.state import STATE
 from agentscope.sim.server import free_port
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 CHUNKS = 200
+SIM_FLAGS = ("--queue-ms", "0", "--prefill-ms", "0", "--tokens-per-s", "0", "--output-tokens", str(CHUNKS))
+START_ATTRIBUTES = {
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": "m",
+    "gen_ai.provider.name": "local",
+    "thread.id": 1,
+}
+END_ATTRIBUTES = {
+    "agentscope.cpu_ns": 1,
+    "gen_ai.usage.input_tokens": 9,
+    "gen_ai.usage.output_tokens": 10,
+    "gen_ai.response.model": "m",
+    "agentscope.server.queue_ms": 0.0,
+    "agentscope.server.prefill_ms": 0.0,
+    "agentscope.server.decode_ms": 0.0,
+}
 
 
 class DropExporter(SpanExporter):
@@ -33,43 +57,59 @@ class DropExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def cpu_per_call(fn, calls: int) -> float:
+@dataclass
+class Case:
+    name: str
+    on: Callable[[], None] = lambda: None
+    off: Callable[[], None] = lambda: None
+    around: bool = False
+    """Open a bare OTel span around each call instead of instrumenting the SDK."""
+
+
+def cpu_per_call(fn: Callable[[], None], calls: int, around: bool) -> float:
+    tracer = STATE.tracer
     start = time.thread_time_ns()
     for _ in range(calls):
-        fn()
+        if around:
+            span = tracer.start_span("chat m", attributes=START_ATTRIBUTES)
+            fn()
+            span.set_attributes(END_ATTRIBUTES)
+            span.end()
+        else:
+            fn()
     return (time.thread_time_ns() - start) / calls / 1000
+
+
+def cases() -> list[Case]:
+    ours = OpenAIInstrumentor()
+    found = [
+        Case("uninstrumented"),
+        Case("agentscope", ours.instrument, ours.uninstrument),
+        Case("bare OTel span around the call (floor)", around=True),
+    ]
+    try:
+        from openinference.instrumentation.openai import OpenAIInstrumentor as Peer
+    except ImportError:
+        return found
+    peer = Peer()
+    found.insert(2, Case("OpenInference openai instrumentor", peer.instrument, peer.uninstrument))
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     port = free_port()
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "agentscope.sim",
-            "--port",
-            str(port),
-            "--queue-ms",
-            "0",
-            "--prefill-ms",
-            "0",
-            "--tokens-per-s",
-            "0",
-            "--output-tokens",
-            str(CHUNKS),
-        ],
+        [sys.executable, "-m", "agentscope.sim", "--port", str(port), *SIM_FLAGS],
         stdout=subprocess.PIPE,
         text=True,
     )
     server.stdout.readline()
-    base_url = f"http://127.0.0.1:{port}/v1"
     ags.init(store=None, instrument=False, span_processors=[BatchSpanProcessor(DropExporter())])
-    instrumentor = OpenAIInstrumentor()
-    client = openai.OpenAI(base_url=base_url, api_key="k")
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
 
     def call() -> None:
         client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=10)
@@ -78,36 +118,39 @@ def main() -> None:
         for _ in client.chat.completions.create(model="m", messages=MESSAGES, stream=True):
             pass
 
-    samples: dict[str, list[float]] = {k: [] for k in ("call", "call+", "stream", "stream+")}
+    runs = cases()
+    calls: dict[str, list[float]] = {case.name: [] for case in runs}
+    streams: dict[str, list[float]] = {case.name: [] for case in runs}
     try:
+        for _ in range(10):
+            call()
         for _ in range(args.rounds):
-            samples["call"].append(cpu_per_call(call, args.calls))
-            samples["stream"].append(cpu_per_call(stream, args.calls // 10))
-            instrumentor.instrument()
-            samples["call+"].append(cpu_per_call(call, args.calls))
-            samples["stream+"].append(cpu_per_call(stream, args.calls // 10))
-            instrumentor.uninstrument()
+            for case in runs:
+                case.on()
+                try:
+                    calls[case.name].append(cpu_per_call(call, args.calls, case.around))
+                    streams[case.name].append(cpu_per_call(stream, args.calls // 10, case.around))
+                finally:
+                    case.off()
     finally:
         ags.shutdown()
         server.terminate()
         server.wait()
-    m = {k: statistics.median(v) for k, v in samples.items()}
+    base_call = statistics.median(calls["uninstrumented"])
+    base_stream = statistics.median(streams["uninstrumented"])
     chunks = CHUNKS + 2
-    print(f"Client-side CPU (calling thread), median of {args.rounds} alternating rounds")
-    print("| case | uninstrumented (µs) | instrumented (µs) | added (µs) | added |")
-    print("|---|---:|---:|---:|---:|")
-    print(
-        f"| non-streamed call | {m['call']:.0f} | {m['call+']:.0f} | {m['call+'] - m['call']:.0f} | "
-        f"{(m['call+'] - m['call']) / m['call']:+.1%} |"
-    )
-    print(
-        f"| streamed call, {chunks} chunks | {m['stream']:.0f} | {m['stream+']:.0f} | "
-        f"{m['stream+'] - m['stream']:.0f} | {(m['stream+'] - m['stream']) / m['stream']:+.1%} |"
-    )
-    per_chunk = (m["stream+"] - m["stream"] - (m["call+"] - m["call"])) / chunks
-    print(
-        f"\nadded per streamed chunk (streamed call's extra, less a call's fixed extra): {per_chunk:.2f} µs"
-    )
+    print(f"Client-side CPU (calling thread), median of {args.rounds} rounds of {args.calls} calls")
+    print(f"| case | call (µs) | added (µs) | added | streamed, {chunks} chunks (µs) | added a chunk (µs) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for case in runs:
+        c, s = statistics.median(calls[case.name]), statistics.median(streams[case.name])
+        added = c - base_call
+        per_chunk = (s - base_stream - added) / chunks
+        if case.name == "uninstrumented":
+            print(f"| {case.name} | {c:.0f} | | | {s:,.0f} | |")
+        else:
+            share = added / base_call
+            print(f"| {case.name} | {c:.0f} | {added:.0f} | {share:+.1%} | {s:,.0f} | {per_chunk:.2f} |")
 
 
 if __name__ == "__main__":

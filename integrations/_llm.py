@@ -47,25 +47,29 @@ def get(obj: Any, *path: str) -> Any:
 
     SDK response models are pydantic models: their fields are read from
     ``__dict__`` and the provider's extra fields from ``__pydantic_extra__``, so
-    a missing key costs a dict lookup, not a raised AttributeError.
+    a missing key costs a dict lookup, not a raised AttributeError.  Plain dicts
+    and models are tried before the ``Mapping`` ABC, whose isinstance check is
+    the slowest step on the per-call path.
     """
     for key in path:
         if obj is None:
             return None
-        if isinstance(obj, Mapping):
+        if type(obj) is dict:
             obj = obj.get(key)
             continue
         fields = getattr(obj, "__dict__", None)
-        if fields is not None and key in fields:
-            obj = fields[key]
-            continue
-        extra = getattr(obj, "__pydantic_extra__", None)
-        if isinstance(extra, dict):
-            obj = extra.get(key)
-        elif fields is not None and hasattr(type(obj), "model_fields"):
-            obj = None
-        else:
-            obj = getattr(obj, key, None)
+        if fields is not None:
+            if key in fields:
+                obj = fields[key]
+                continue
+            extra = getattr(obj, "__pydantic_extra__", None)
+            if isinstance(extra, dict):
+                obj = extra.get(key)
+                continue
+            if hasattr(type(obj), "model_fields"):
+                obj = None
+                continue
+        obj = obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
     return obj
 
 
@@ -88,49 +92,58 @@ def _scaled(value: Any, to_ms: float) -> float | None:
 
 
 def server_timings(body: Any, headers: Mapping[str, str] | None = None) -> dict[str, float]:
-    """Queue, prefill, decode and total server time (ms) from whatever the provider returned."""
-    found: dict[str, float | None] = {}
+    """Queue, prefill, decode and total server time (ms) from whatever the provider returned.
+
+    Timings in the body win; the headers (TGI's, ``openai-processing-ms``) are
+    read only when the body has none.
+    """
+    found = _body_timings(body) if body is not None else {}
+    if headers and not found:
+        # SDK headers are case-insensitive mappings; plain dicts are expected in lower case.
+        queue, inference = headers.get("x-queue-time"), headers.get("x-inference-time")
+        if queue is not None or inference is not None:  # Hugging Face TGI, ms
+            found = {"queue_ms": _number(queue), "total_ms": _number(inference)}
+        else:
+            found = {"total_ms": _number(headers.get("openai-processing-ms"))}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def _body_timings(body: Any) -> dict[str, float | None]:
     usage = get(body, "x_groq", "usage") or get(body, "usage")
     if get(usage, "queue_time") is not None or get(usage, "prompt_time") is not None:  # Groq, seconds
-        found = {
-            "queue_ms": _scaled(get(usage, "queue_time"), 1000),
-            "prefill_ms": _scaled(get(usage, "prompt_time"), 1000),
-            "decode_ms": _scaled(get(usage, "completion_time"), 1000),
-        }
-    elif get(body, "time_info") is not None:  # Cerebras, seconds
-        info = get(body, "time_info")
-        found = {
-            "queue_ms": _scaled(get(info, "queue_time"), 1000),
-            "prefill_ms": _scaled(get(info, "prompt_time"), 1000),
-            "decode_ms": _scaled(get(info, "completion_time"), 1000),
-        }
-    elif get(body, "metrics", "queue_time_ms") is not None:  # vLLM per-request metrics, ms
-        metrics = get(body, "metrics")
-        found = {
+        return _seconds(usage)
+    info = get(body, "time_info")
+    if info is not None:  # Cerebras, seconds
+        return _seconds(info)
+    metrics = get(body, "metrics")
+    if get(metrics, "queue_time_ms") is not None:  # vLLM per-request metrics, ms
+        return {
             "queue_ms": _number(get(metrics, "queue_time_ms")),
             "prefill_ms": _number(get(metrics, "time_to_first_token_ms")),
             "decode_ms": _number(get(metrics, "generation_time_ms")),
         }
-    elif get(body, "timings", "prompt_ms") is not None:  # llama.cpp, ms
-        found = {
-            "prefill_ms": _number(get(body, "timings", "prompt_ms")),
-            "decode_ms": _number(get(body, "timings", "predicted_ms")),
+    timings = get(body, "timings")
+    if get(timings, "prompt_ms") is not None:  # llama.cpp, ms
+        return {
+            "prefill_ms": _number(get(timings, "prompt_ms")),
+            "decode_ms": _number(get(timings, "predicted_ms")),
         }
-    elif get(body, "eval_duration") is not None:  # Ollama native API, ns
-        found = {
+    if get(body, "eval_duration") is not None:  # Ollama native API, ns
+        return {
             "queue_ms": _scaled(get(body, "load_duration"), 1e-6),
             "prefill_ms": _scaled(get(body, "prompt_eval_duration"), 1e-6),
             "decode_ms": _scaled(get(body, "eval_duration"), 1e-6),
         }
-    if headers:
-        # SDK headers are case-insensitive mappings; plain dicts are expected in lower case.
-        queue, inference = headers.get("x-queue-time"), headers.get("x-inference-time")
-        if queue is not None or inference is not None:  # Hugging Face TGI, ms
-            found.setdefault("queue_ms", _number(queue))
-            found.setdefault("total_ms", _number(inference))
-        elif not found and headers.get("openai-processing-ms") is not None:
-            found["total_ms"] = _number(headers.get("openai-processing-ms"))
-    return {key: value for key, value in found.items() if value is not None}
+    return {}
+
+
+def _seconds(times: Any) -> dict[str, float | None]:
+    """Groq's and Cerebras' ``queue_time``/``prompt_time``/``completion_time`` (seconds) in ms."""
+    return {
+        "queue_ms": _scaled(get(times, "queue_time"), 1000),
+        "prefill_ms": _scaled(get(times, "prompt_time"), 1000),
+        "decode_ms": _scaled(get(times, "completion_time"), 1000),
+    }
 
 
 def usage_counts(body: Any) -> dict[str, int]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -29,14 +30,29 @@ from agentscope.sdk.clock import now_ns
 from agentscope.sdk.recording import LLMCall, Recording, clean_attributes, start, with_kind
 
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agentscope_llm_sdk_call", default=None)
-_PROVIDER_OVERRIDES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_PROVIDERS: weakref.WeakKeyDictionary[Any, tuple[Any, str]] = weakref.WeakKeyDictionary()
+"""Client → (the base URL its provider was read from, or None when set by hand; the provider)."""
 _PROXY = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 """What every wrapt wrapper is an instance of (wrapt 2 split it from ObjectProxy)."""
 
 
 def set_provider(client: Any, provider: str) -> None:
     """Report ``provider`` for calls made with this client, whatever its base URL."""
-    _PROVIDER_OVERRIDES[client] = provider
+    _PROVIDERS[client] = (None, provider)
+
+
+def _provider(client: Any) -> str:
+    """The provider of a client's calls: set by hand, or read from its base URL (cached per URL)."""
+    url = getattr(client, "_base_url", None) or getattr(client, "base_url", "")
+    try:
+        known = _PROVIDERS.get(client)
+        if known is not None and (known[0] is None or known[0] is url):
+            return known[1]
+        provider = provider_for(url)
+        _PROVIDERS[client] = (url, provider)
+        return provider
+    except TypeError:  # a client that cannot be weakly referenced
+        return provider_for(url)
 
 
 @dataclass(frozen=True)
@@ -57,16 +73,25 @@ class Dialect:
 class _Call:
     """Bookkeeping of one logical call across its HTTP attempts."""
 
-    __slots__ = ("attempt_start", "headers", "host", "method", "own_span", "peer_scopes", "status")
+    __slots__ = (
+        "attempt_start",
+        "headers",
+        "own_span",
+        "peer_scopes",
+        "request",
+        "status",
+        "traceparent",
+    )
 
     def __init__(self, own_span: bool, peer_scopes: tuple[str, ...] = ()) -> None:
         self.own_span = own_span
         self.peer_scopes = peer_scopes
         self.attempt_start = 0
         self.headers: Any = None
-        self.method = "POST"
         self.status: int | None = None
-        self.host: str | None = None
+        self.request: Any = None
+        """The attempt's request; its method and host are read only if the attempt fails."""
+        self.traceparent: str | None = None
 
 
 def _peer_span(scopes: tuple[str, ...]) -> trace.Span | None:
@@ -83,8 +108,7 @@ def _peer_inside(wrapped: Any, instance: Any) -> bool:
     """Whether another instrumentation will make its own span for this call, below ours."""
     if isinstance(wrapped, _PROXY):
         return True
-    client_type = type(getattr(instance, "_client", None))
-    return any(isinstance(klass.__dict__.get("request"), _PROXY) for klass in client_type.__mro__)
+    return isinstance(getattr(type(getattr(instance, "_client", None)), "request", None), _PROXY)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -104,7 +128,7 @@ def _open(
     client = getattr(instance, "_client", None)
     model = kwargs.get("model")
     model = model if model is None or isinstance(model, str) else str(model)
-    provider = _PROVIDER_OVERRIDES.get(client) or provider_for(getattr(client, "base_url", ""))
+    provider = _provider(client)
     name, attributes = _prepared(operation, model, provider)
     peer = _peer_span(dialect.peer_scopes)
     if peer is not None:
@@ -127,14 +151,15 @@ _USAGE_KEYS = {
 }
 
 
-def record_result(call: LLMCall, body: Any, headers: Any = None) -> None:
-    """Usage, server timings and the response model of ``body``, set on the span in one go."""
+def result_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
+    """Usage, server timings and the response model of ``body``, as span attributes."""
     values: dict[str, Any] = {_USAGE_KEYS[k]: v for k, v in usage_counts(body).items()}
-    values.update({_TIMING_KEYS[k]: v for k, v in server_timings(body, headers).items()})
+    for key, value in server_timings(body, headers).items():
+        values[_TIMING_KEYS[key]] = value
     model = get(body, "model")
     if isinstance(model, str):
         values[A.GEN_AI_RESPONSE_MODEL] = model
-    call.set_attributes(values)
+    return values
 
 
 class _CallScope:
@@ -220,28 +245,37 @@ def _after(
     """Finish a non-streamed call, or hand a stream to a proxy that finishes it later."""
     if call is None:
         return result
+    values = None
     try:
         if kwargs.get("stream") and rec is not None:
             proxy_type = _AsyncStream if hasattr(result, "__aiter__") else _Stream
-            tracked = StreamState(
-                rec, state, time.perf_counter_ns() - t0, time.thread_time_ns() - cpu0, dialect
-            )
-            return proxy_type(result, tracked)
+            return proxy_type(result, StreamState(rec, state, time.perf_counter_ns() - t0, cpu0, dialect))
         body = result.parse() if isinstance(result, dialect.raw_responses) else result
-        record_result(call, body, state.headers)
+        values = result_attributes(body, state.headers)
     except Exception as exc:
         report(f"recording a {dialect.library} response", exc)
     if rec is not None:
-        rec.finish(None, time.thread_time_ns() - cpu0)
+        rec.finish(None, time.thread_time_ns() - cpu0, values)
+    elif values:
+        call.set_attributes(values)
     return result
 
 
 class StreamState:
-    """What a stream proxy tracks until its span ends (shared with its GC finalizer)."""
+    """What a stream proxy tracks until its span ends (shared with its GC finalizer).
 
-    def __init__(self, rec: Recording, state: _Call, wait_ns: int, cpu_ns: int, dialect: Dialect) -> None:
+    The span's CPU is the calling thread's CPU from the call until the stream
+    ends, as for any other span, read once at the end rather than around every
+    chunk (a thread-CPU read is a system call).  A stream finished on another
+    thread, or an async stream, whose event loop runs other tasks between
+    chunks, reports the CPU of the call that opened it.
+    """
+
+    def __init__(self, rec: Recording, state: _Call, wait_ns: int, cpu0: int, dialect: Dialect) -> None:
         self.rec, self.state, self.dialect = rec, state, dialect
-        self.wait_ns, self.cpu_ns = wait_ns, cpu_ns
+        self.wait_ns, self.cpu0 = wait_ns, cpu0
+        self.call_cpu_ns = time.thread_time_ns() - cpu0
+        self.thread = threading.get_ident()
         self.chunks = 0
         self.first_seen = False
         self.bodies: list[Any] = []
@@ -261,19 +295,24 @@ class StreamState:
         """Keep an event that carries usage or timings, read when the stream ends."""
         self.bodies.append(body)
 
-    def end(self, error: BaseException | None = None) -> None:
+    def end(self, error: BaseException | None = None, whole_stream_cpu: bool = False) -> None:
         if self.done:
             return
         self.done = True
+        cpu = self.call_cpu_ns
+        if whole_stream_cpu and threading.get_ident() == self.thread:
+            cpu = time.thread_time_ns() - self.cpu0
+        extra: dict[str, Any] = {
+            A.STREAMED: True,
+            A.STREAM_CHUNKS: self.chunks,
+            A.STREAM_WAIT_NS: self.wait_ns,
+        }
         try:
-            if self.rec.llm is not None:
-                for body in self.bodies:
-                    record_result(self.rec.llm, body, self.state.headers)
-            extra = {A.STREAMED: True, A.STREAM_CHUNKS: self.chunks, A.STREAM_WAIT_NS: self.wait_ns}
+            for body in self.bodies:
+                extra.update(result_attributes(body, self.state.headers))
         except Exception as exc:
             report(f"recording a {self.dialect.library} stream", exc)
-            extra = None
-        self.rec.finish(error, self.cpu_ns, extra)
+        self.rec.finish(error, cpu, extra)
 
 
 class _Stream(wrapt.ObjectProxy):
@@ -292,21 +331,18 @@ class _Stream(wrapt.ObjectProxy):
         tracked = self._self_state
         if self._self_iterator is None:
             self._self_iterator = iter(self.__wrapped__)
-        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+        t0 = time.perf_counter_ns()
         try:
             chunk = next(self._self_iterator)
         except StopIteration:
             tracked.wait_ns += time.perf_counter_ns() - t0
-            tracked.cpu_ns += time.thread_time_ns() - c0
-            tracked.end()
+            tracked.end(whole_stream_cpu=True)
             raise
         except BaseException as exc:
             tracked.wait_ns += time.perf_counter_ns() - t0
-            tracked.cpu_ns += time.thread_time_ns() - c0
-            tracked.end(exc)
+            tracked.end(exc, whole_stream_cpu=True)
             raise
         tracked.wait_ns += time.perf_counter_ns() - t0
-        tracked.cpu_ns += time.thread_time_ns() - c0
         tracked.seen(chunk)
         return chunk
 
@@ -314,7 +350,7 @@ class _Stream(wrapt.ObjectProxy):
         try:
             self.__wrapped__.close()
         finally:
-            self._self_state.end()
+            self._self_state.end(whole_stream_cpu=True)
 
     def __enter__(self) -> _Stream:
         return self
@@ -367,6 +403,26 @@ class _AsyncStream(wrapt.ObjectProxy):
         await self.close()
 
 
+def helper_close_sync(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """``close()`` of an SDK stream helper, which closes the HTTP response behind the stream proxy's back."""
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        _end_proxied(getattr(instance, "_raw_stream", None))
+
+
+async def helper_close_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    try:
+        return await wrapped(*args, **kwargs)
+    finally:
+        _end_proxied(getattr(instance, "_raw_stream", None))
+
+
+def _end_proxied(stream: Any) -> None:
+    if isinstance(stream, (_Stream, _AsyncStream)):
+        stream._self_state.end(whole_stream_cpu=isinstance(stream, _Stream))
+
+
 def attempt_begins(request: Any) -> _Call | None:
     state = _CALL.get()
     if state is None:
@@ -374,16 +430,24 @@ def attempt_begins(request: Any) -> _Call | None:
     state.attempt_start = now_ns()
     if request is None:  # the SDK builds the request inside the attempt
         return state
-    state.method = getattr(request, "method", "POST")
-    state.host = getattr(getattr(request, "url", None), "host", None)
+    state.request = request
     try:
-        context = trace.get_current_span().get_span_context()
-        if context.is_valid:
-            flags = "01" if context.trace_flags.sampled else "00"
-            request.headers["traceparent"] = f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags}"
+        if state.traceparent is None:
+            state.traceparent = _traceparent()
+        if state.traceparent:
+            request.headers["traceparent"] = state.traceparent
     except Exception as exc:
         report("propagating trace context to the provider", exc)
     return state
+
+
+def _traceparent() -> str:
+    """The W3C ``traceparent`` of the current span (the call's), or "" outside a valid one."""
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return ""
+    flags = "01" if context.trace_flags.sampled else "00"
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags}"
 
 
 def attempt_ends(state: _Call | None, response: Any) -> None:
@@ -421,18 +485,17 @@ def _failed_attempt(kwargs: dict) -> tuple[Recording | None, int]:
         return None, attempt
     response = kwargs.get("response")
     status = getattr(response, "status_code", None)
+    method = getattr(state.request, "method", None) or "POST"
     attributes = clean_attributes(
         {
-            A.HTTP_REQUEST_METHOD: state.method,
-            A.SERVER_ADDRESS: state.host,
+            A.HTTP_REQUEST_METHOD: method,
+            A.SERVER_ADDRESS: getattr(getattr(state.request, "url", None), "host", None),
             A.HTTP_RESPONSE_STATUS_CODE: status,
             A.HTTP_RESEND_COUNT: attempt - 1,
             A.ATTEMPT: attempt,
         }
     )
-    failed = start(
-        f"{state.method} attempt {attempt}", "http", with_kind("http", attributes), state.attempt_start
-    )
+    failed = start(f"{method} attempt {attempt}", "http", with_kind("http", attributes), state.attempt_start)
     if failed is not None:
         failed.finish(
             None, 0, status_message=f"attempt {attempt} failed" + (f" with HTTP {status}" if status else "")

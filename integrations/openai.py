@@ -8,6 +8,9 @@ Patched (and restored by ``uninstrument``):
   time to the first content or tool-call delta, the chunk count and the time
   spent inside the stream (the stream is wrapped; its span ends exactly once,
   on exhaustion, ``break``/``close()``, an exception or garbage collection);
+- ``close`` of the stream helpers (``chat.completions.stream()``,
+  ``responses.stream()``), which close the HTTP response directly: leaving the
+  helper's ``with`` block early ends the call's span there;
 - ``_send_request`` of the SDK's base client (openai ≥ 3 sends through httpx2,
   earlier versions through httpx; both reach this method): each HTTP attempt.
   It injects ``traceparent`` so a vLLM/SGLang server's own spans join the trace,
@@ -29,12 +32,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentscope.integrations._llm import get
 from agentscope.integrations._stainless import (
     Dialect,
     StreamState,
     call_async,
     call_sync,
+    helper_close_async,
+    helper_close_sync,
     send_async,
     send_sync,
     set_provider,
@@ -64,9 +68,8 @@ def _seen(tracked: StreamState, chunk: Any) -> None:
             if delta is not None and (delta.content or delta.tool_calls or delta.function_call):
                 tracked.first_token()
                 break
-    last = bool(choices) and choices[0].finish_reason is not None
-    if chunk.usage is not None or (last and get(chunk, "x_groq", "usage")):
-        tracked.note(chunk)
+    if chunk.usage is not None or (choices and choices[0].finish_reason is not None):
+        tracked.note(chunk)  # providers put usage and timings on the last chunks
 
 
 def _raw_responses() -> tuple[type, ...]:
@@ -92,6 +95,12 @@ class OpenAIInstrumentor(Instrumentor):
         self.wrap(
             "openai.resources.responses", "AsyncResponses.create", call_async(A.OPERATION_CHAT, dialect)
         )
+        for module, stream in (
+            ("openai.lib.streaming.chat._completions", "ChatCompletionStream"),
+            ("openai.lib.streaming.responses._responses", "ResponseStream"),
+        ):
+            self.wrap(module, f"{stream}.close", helper_close_sync)
+            self.wrap(module, f"Async{stream}.close", helper_close_async)
         self.wrap("openai._base_client", "SyncAPIClient._send_request", send_sync)
         self.wrap("openai._base_client", "AsyncAPIClient._send_request", send_async)
         self.wrap("openai._base_client", "SyncAPIClient._sleep_for_retry", sleep_sync)

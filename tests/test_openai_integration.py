@@ -67,6 +67,43 @@ def test_openai_processing_ms_header_is_total_server_time(instrumented):
     assert span.attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 40
 
 
+SERVER_MS = (A.SERVER_QUEUE_MS, A.SERVER_PREFILL_MS, A.SERVER_DECODE_MS, A.SERVER_TOTAL_MS)
+DIALECTS = {  # what each provider dialect reports for queue 10 ms, prefill 30 ms, 8 tokens at 400/s
+    "groq": (10, 30, 20, None),
+    "cerebras": (10, 30, 20, None),
+    "vllm": (10, 30, 20, None),
+    "llamacpp": (None, 30, 20, None),
+    "ollama": (10, 30, 20, None),
+    "tgi": (10, None, None, 50),
+    "none": (None, None, None, None),
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["call", "stream"])
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_server_timings_in_every_provider_dialect(instrumented, dialect, stream):
+    profile = Profile(queue_ms=10, prefill_ms=30, tokens_per_s=400, output_tokens=8, timings=dialect)
+    server = SimServer(profile).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k")
+        if stream:
+            for _ in client.chat.completions.create(model="m", messages=MESSAGES, stream=True):
+                pass
+        else:
+            client.chat.completions.create(model="m", messages=MESSAGES)
+    finally:
+        server.stop()
+    (span,) = llm_spans(instrumented)
+    expected = (
+        DIALECTS[dialect] if not (stream and dialect == "tgi") else (None,) * 4
+    )  # TGI: no stream headers
+    for key, value in zip(SERVER_MS, expected):
+        if value is None:
+            assert key not in span.attributes, (dialect, key)
+        else:
+            assert span.attributes[key] == pytest.approx(value, abs=1), (dialect, key)
+
+
 def test_stream_time_to_first_content_chunk_and_usage(instrumented, sim):
     client = openai.OpenAI(base_url=sim.base_url, api_key="k")
     stream = client.chat.completions.create(
@@ -102,6 +139,68 @@ def test_stream_closed_early_ends_its_span_once(instrumented, sim, how):
             gc.collect()
     (span,) = llm_spans(instrumented)
     assert span.attributes[A.STREAM_CHUNKS] == 1
+
+
+@pytest.mark.parametrize("early", [False, True], ids=["read", "left early"])
+def test_the_stream_helper_makes_one_span_ended_when_its_block_exits(instrumented, sim, early):
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    with client.chat.completions.stream(model="m", messages=MESSAGES) as stream:
+        for event in stream:
+            if early and event.type == "content.delta":
+                break
+    left = ags.sdk.clock.now_ns()
+    (span,) = llm_spans(instrumented)
+    assert span.end_time <= left
+    assert span.attributes[A.STREAMED] is True
+    if early:
+        assert span.attributes[A.STREAM_CHUNKS] <= 2
+    else:
+        assert span.attributes[A.STREAM_CHUNKS] == 8 + 2
+        assert span.attributes[A.SERVER_DECODE_MS] == pytest.approx(20)
+
+
+@pytest.mark.parametrize("early", [False, True], ids=["read", "left early"])
+def test_the_async_stream_helper_makes_one_span(instrumented, sim, early):
+    async def run() -> int:
+        client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
+        async with client.chat.completions.stream(model="m", messages=MESSAGES) as stream:
+            async for event in stream:
+                if early and event.type == "content.delta":
+                    break
+        return ags.sdk.clock.now_ns()
+
+    left = asyncio.run(run())
+    (span,) = llm_spans(instrumented)
+    assert span.end_time <= left
+    assert span.attributes[A.STREAM_CHUNKS] <= 2 if early else span.attributes[A.STREAM_CHUNKS] == 8 + 2
+
+
+@pytest.mark.parametrize("how", ["call", "stream", "helper", "async"])
+def test_responses_api_call_stream_and_helper(instrumented, how):
+    profile = Profile(queue_ms=10, prefill_ms=30, tokens_per_s=400, output_tokens=8, timings="vllm")
+    server = SimServer(profile).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k")
+        if how == "call":
+            assert client.responses.create(model="gpt-5", input="hi").output_text.startswith("the agent")
+        elif how == "stream":
+            deltas = [e for e in client.responses.create(model="gpt-5", input="hi", stream=True)]
+            assert sum(e.type == "response.output_text.delta" for e in deltas) == 8
+        elif how == "helper":
+            with client.responses.stream(model="gpt-5", input="hi") as stream:
+                assert stream.get_final_response().output_text.startswith("the agent")
+        else:
+            aclient = openai.AsyncOpenAI(base_url=server.base_url, api_key="k")
+            asyncio.run(aclient.responses.create(model="gpt-5", input="hi"))
+    finally:
+        server.stop()
+    (span,) = llm_spans(instrumented)
+    a = span.attributes
+    assert a[A.GEN_AI_REQUEST_MODEL] == "gpt-5" and a[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
+    assert a[A.GEN_AI_USAGE_CACHED_INPUT_TOKENS] == 0
+    assert (a[A.SERVER_QUEUE_MS], a[A.SERVER_PREFILL_MS]) == (pytest.approx(10), pytest.approx(30))
+    if how in ("stream", "helper"):
+        assert 0.035 <= a[A.GEN_AI_RESPONSE_TTFC] < (span.end_time - span.start_time) / 1e9
 
 
 def test_exception_from_the_sdk_is_unchanged_and_recorded(instrumented):

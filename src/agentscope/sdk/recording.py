@@ -205,9 +205,10 @@ class Recording:
         end_ns = now_ns()
         try:
             span = self.span
-            span.set_attribute(A.CPU_NS, cpu_ns)
             if extra:
-                span.set_attributes(extra)
+                span.set_attributes({A.CPU_NS: cpu_ns, **extra})
+            else:
+                span.set_attribute(A.CPU_NS, cpu_ns)
             if error is not None:
                 span.record_exception(error)
                 span.set_attribute(A.ERROR_TYPE, type(error).__qualname__)

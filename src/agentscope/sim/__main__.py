@@ -6,7 +6,7 @@ import argparse
 
 import uvicorn
 
-from agentscope.sim.profile import Profile
+from agentscope.sim.profile import TIMING_DIALECTS, Profile
 from agentscope.sim.server import app_for
 
 parser = argparse.ArgumentParser(description="A simulated OpenAI-compatible provider on loopback.")
@@ -15,7 +15,7 @@ parser.add_argument("--queue-ms", type=float, default=Profile.queue_ms)
 parser.add_argument("--prefill-ms", type=float, default=Profile.prefill_ms)
 parser.add_argument("--tokens-per-s", type=float, default=Profile.tokens_per_s)
 parser.add_argument("--output-tokens", type=int, default=Profile.output_tokens)
-parser.add_argument("--timings", choices=("groq", "openai", "none"), default=Profile.timings)
+parser.add_argument("--timings", choices=TIMING_DIALECTS, default=Profile.timings)
 args = parser.parse_args()
 profile = Profile(
     queue_ms=args.queue_ms,

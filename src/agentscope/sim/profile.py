@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+TIMING_DIALECTS = ("groq", "openai", "cerebras", "vllm", "llamacpp", "ollama", "tgi", "none")
+"""The ways the simulated provider can report its own timings (see :attr:`Profile.timings`)."""
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -26,8 +29,11 @@ class Profile:
     """Share of requests answered 429 with ``retry-after-ms``."""
     retry_after_ms: float = 50.0
     timings: str = "groq"
-    """What the response reports: ``groq`` (usage.queue_time, prompt_time, completion_time, total_time
-    in seconds), ``openai`` (an ``openai-processing-ms`` header) or ``none``."""
+    """In which provider's dialect the response reports its timings (FACTS §3): ``groq``
+    (usage.queue_time, prompt_time, completion_time in seconds), ``openai`` (an
+    ``openai-processing-ms`` header), ``cerebras`` (``time_info``, seconds), ``vllm`` (``metrics``,
+    ms), ``llamacpp`` (``timings``, ms), ``ollama`` (``*_duration``, ns), ``tgi`` (``x-queue-time``,
+    ``x-inference-time`` … headers, ms; none on streams) or ``none``."""
     seed: int | None = None
 
     def draw(self, rng: random.Random, value: float) -> float:

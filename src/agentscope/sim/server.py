@@ -28,6 +28,65 @@ def _completion_words(n: int) -> list[str]:
     return [WORDS[i % len(WORDS)] + " " for i in range(n)]
 
 
+def timing_report(
+    dialect: str, queue_ms: float, prefill_ms: float, decode_ms: float, tokens: int
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The body fields and headers in which a provider of ``dialect`` reports its timings (FACTS §3).
+
+    Body fields go into a completion, or into a stream's last chunk; headers
+    only into a completion (TGI sends none on streams).  Groq's usage fields and
+    OpenAI's processing-time header are added where the response is built.
+    """
+    s = 1 / 1000
+    if dialect == "cerebras":
+        info = {
+            "queue_time": queue_ms * s,
+            "prompt_time": prefill_ms * s,
+            "completion_time": decode_ms * s,
+            "total_time": (queue_ms + prefill_ms + decode_ms) * s,
+            "created": time.time(),
+        }
+        return {"time_info": info}, {}
+    if dialect == "vllm":
+        metrics = {
+            "queue_time_ms": queue_ms,
+            "time_to_first_token_ms": prefill_ms,
+            "generation_time_ms": decode_ms,
+            "mean_itl_ms": decode_ms / max(1, tokens - 1),
+        }
+        return {"metrics": metrics}, {}
+    if dialect == "llamacpp":
+        timings = {
+            "prompt_ms": prefill_ms,
+            "predicted_ms": decode_ms,
+            "predicted_n": tokens,
+            "predicted_per_token_ms": decode_ms / max(1, tokens),
+        }
+        return {"timings": timings}, {}
+    if dialect == "ollama":
+        ns = 1_000_000
+        durations = {
+            "load_duration": int(queue_ms * ns),
+            "prompt_eval_duration": int(prefill_ms * ns),
+            "eval_duration": int(decode_ms * ns),
+            "total_duration": int((queue_ms + prefill_ms + decode_ms) * ns),
+            "eval_count": tokens,
+        }
+        return durations, {}
+    if dialect == "tgi":
+        inference = prefill_ms + decode_ms
+        headers = {
+            "x-validation-time": "1",
+            "x-queue-time": str(round(queue_ms)),
+            "x-inference-time": str(round(inference)),
+            "x-time-per-token": str(int(inference / max(1, tokens))),
+            "x-total-time": str(round(queue_ms + inference + 1)),
+            "x-compute-time": f"{(queue_ms + inference + 1) / 1000:.6f}",
+        }
+        return {}, headers
+    return {}, {}
+
+
 def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) -> Starlette:
     """A Starlette app serving ``POST /v1/chat/completions`` with this latency profile.
 
@@ -35,7 +94,8 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
     """
     rng = random.Random(profile.seed)
 
-    async def chat(request: Request) -> Response:
+    async def admit(request: Request) -> dict[str, Any] | Response:
+        """The request's JSON body, or the error response the profile draws for it."""
         if seen_headers is not None:
             seen_headers.append(dict(request.headers))
             del seen_headers[:-100]
@@ -52,16 +112,24 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
             )
         if roll < profile.rate_limit_rate + profile.error_rate:
             return JSONResponse({"error": {"message": "simulated server error"}}, status_code=500)
+        return body
+
+    def latencies(tokens: int) -> tuple[float, float, float]:
+        """Queue, prefill and decode time (ms) of one request producing ``tokens``."""
+        rate = profile.tokens_per_s
+        decode_ms = profile.draw(rng, tokens / rate * 1000) if rate > 0 else 0.0
+        return profile.draw(rng, profile.queue_ms), profile.draw(rng, profile.prefill_ms), decode_ms
+
+    async def chat(request: Request) -> Response:
+        body = await admit(request)
+        if isinstance(body, Response):
+            return body
         model = body.get("model") or "sim-model"
         tokens = profile.output_tokens
         if isinstance(body.get("max_tokens"), int):
             tokens = max(1, min(tokens, body["max_tokens"]))
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []) + 8
-        queue_ms = profile.draw(rng, profile.queue_ms)
-        prefill_ms = profile.draw(rng, profile.prefill_ms)
-        decode_ms = (
-            profile.draw(rng, tokens / profile.tokens_per_s * 1000) if profile.tokens_per_s > 0 else 0.0
-        )
+        queue_ms, prefill_ms, decode_ms = latencies(tokens)
         await asyncio.sleep(queue_ms / 1000)
         started = time.perf_counter()
         await asyncio.sleep(prefill_ms / 1000)
@@ -80,15 +148,16 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
             )
         words = _completion_words(tokens)
         created = int(time.time())
+        fields, timing_headers = timing_report(profile.timings, queue_ms, prefill_ms, decode_ms, tokens)
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
-                _stream(request_id, model, created, words, decode_ms, usage, include_usage, profile),
+                _stream(request_id, model, created, words, decode_ms, usage, include_usage, profile, fields),
                 media_type="text/event-stream",
                 headers={"x-request-id": request_id},
             )
         await asyncio.sleep(decode_ms / 1000)
-        headers = {"x-request-id": request_id}
+        headers = {"x-request-id": request_id, **timing_headers}
         if profile.timings == "openai":
             headers["openai-processing-ms"] = str(int((time.perf_counter() - started) * 1000 + queue_ms))
         payload = {
@@ -104,10 +173,56 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
                 }
             ],
             "usage": usage,
+            **fields,
         }
         if profile.timings == "groq":
             payload["x_groq"] = {"id": request_id}
         return Response(orjson.dumps(payload), media_type="application/json", headers=headers)
+
+    async def responses(request: Request) -> Response:
+        """OpenAI's Responses API: the same latencies; timings in the dialect's body fields."""
+        body = await admit(request)
+        if isinstance(body, Response):
+            return body
+        tokens = profile.output_tokens
+        if isinstance(body.get("max_output_tokens"), int):
+            tokens = max(1, min(tokens, body["max_output_tokens"]))
+        prompt = body.get("input")
+        prompt_tokens = len(str(prompt).split()) + 8
+        queue_ms, prefill_ms, decode_ms = latencies(tokens)
+        await asyncio.sleep((queue_ms + prefill_ms) / 1000)
+        fields, _ = timing_report(profile.timings, queue_ms, prefill_ms, decode_ms, tokens)
+        request_id = uuid.uuid4().hex[:24]
+        response = {
+            "id": f"resp_{request_id}",
+            "object": "response",
+            "created_at": time.time(),
+            "status": "completed",
+            "model": body.get("model") or "sim-model",
+            "output": [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "usage": {
+                "input_tokens": prompt_tokens,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": prompt_tokens + tokens,
+            },
+            **fields,
+        }
+        words = _completion_words(tokens)
+        if body.get("stream"):
+            return StreamingResponse(
+                _responses_stream(response, words, decode_ms),
+                media_type="text/event-stream",
+                headers={"x-request-id": request_id},
+            )
+        await asyncio.sleep(decode_ms / 1000)
+        message = _output_message(response["id"], "".join(words), "completed")
+        payload = response | {"output": [message]}
+        return Response(orjson.dumps(payload), media_type="application/json")
 
     async def messages(request: Request) -> Response:
         """Anthropic's Messages API: the same latencies, Anthropic's shapes (no server timings)."""
@@ -155,9 +270,53 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
         ]
     )
+
+
+def _output_message(response_id: str, text: str, status: str) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+    return {
+        "type": "message",
+        "id": f"msg_{response_id}",
+        "status": status,
+        "role": "assistant",
+        "content": content,
+    }
+
+
+async def _responses_stream(
+    response: dict[str, Any], words: list[str], decode_ms: float
+) -> AsyncIterator[bytes]:
+    """The Responses API's event sequence for one text output, as the SDK's stream helper expects it."""
+    sequence = iter(range(1_000_000))
+
+    def event(name: str, **data: Any) -> bytes:
+        payload = {"type": name, "sequence_number": next(sequence), **data}
+        return f"event: {name}\n".encode() + b"data: " + orjson.dumps(payload) + b"\n\n"
+
+    text = "".join(words)
+    item = {"item_id": f"msg_{response['id']}", "output_index": 0, "content_index": 0}
+    started = response | {"status": "in_progress", "usage": None}
+    yield event("response.created", response=started)
+    yield event("response.in_progress", response=started)
+    yield event(
+        "response.output_item.added", output_index=0, item=_output_message(response["id"], "", "in_progress")
+    )
+    part = {"type": "output_text", "text": "", "annotations": []}
+    yield event("response.content_part.added", part=part, **item)
+    per_token = decode_ms / 1000 / max(1, len(words) - 1)
+    for i, word in enumerate(words):
+        if i:
+            await asyncio.sleep(per_token)
+        yield event("response.output_text.delta", delta=word, logprobs=[], **item)
+    yield event("response.output_text.done", text=text, logprobs=[], **item)
+    yield event("response.content_part.done", part=part | {"text": text}, **item)
+    message = _output_message(response["id"], text, "completed")
+    yield event("response.output_item.done", output_index=0, item=message)
+    yield event("response.completed", response=response | {"output": [message]})
 
 
 async def _anthropic_stream(
@@ -194,6 +353,7 @@ async def _stream(
     usage: dict[str, Any],
     include_usage: bool,
     profile: Profile,
+    fields: dict[str, Any],
 ) -> AsyncIterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         data = {
@@ -212,7 +372,7 @@ async def _stream(
         if i:
             await asyncio.sleep(per_token)
         yield chunk({"content": word})
-    extra: dict[str, Any] = {}
+    extra: dict[str, Any] = dict(fields)
     if profile.timings == "groq":
         extra["x_groq"] = {"id": request_id, "usage": usage}
     yield chunk({}, "stop", **extra)
