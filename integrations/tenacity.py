@@ -1,9 +1,10 @@
 """tenacity: each attempt a span with its number, each wait a ``backoff`` span.
 
 A failed attempt followed by another one is blamed on ``retry.failed``, the
-waits between them on ``retry.backoff`` (DESIGN §4).  Covers the decorator and
-calling a ``Retrying``/``AsyncRetrying`` object; the ``for attempt in
-Retrying()`` iterator style is not patched.
+waits between them on ``retry.backoff`` (DESIGN §4).  Covers the decorator,
+calling a ``Retrying``/``AsyncRetrying`` object, and the iterator style
+(``for attempt in Retrying(): with attempt: ...`` and its ``async for``
+counterpart), where the span is opened by the attempt's context manager.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from agentscope.integrations._spans import traced, traced_async
+from agentscope.integrations._spans import open_span, traced, traced_async
 
 from agentscope import attributes as A
 from agentscope.sdk.decorators import backoff
@@ -71,9 +72,83 @@ async def _call_async(wrapped: Callable[..., Any], instance: Any, args: tuple, k
         instance.sleep = original_sleep
 
 
+_ATTEMPT_SPAN = "_agentscope_span"
+"""Where an iterator-style attempt keeps its span, on tenacity's ``AttemptManager``."""
+_ORIGINAL_SLEEP = "_agentscope_sleep"
+"""Where an ``AsyncRetrying`` being iterated keeps its own sleep while agentscope's is installed."""
+
+
+def _attempt_enter(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """An iterator-style attempt begins: open its span (``with attempt:`` or ``async with attempt:``)."""
+    number = getattr(getattr(instance, "retry_state", None), "attempt_number", None)
+    setattr(instance, _ATTEMPT_SPAN, open_span("attempt", "step", {A.ATTEMPT: number}))
+    return wrapped(*args, **kwargs)
+
+
+def _attempt_exit(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    rec = instance.__dict__.pop(_ATTEMPT_SPAN, None)
+    if rec is not None:
+        error = args[1] if len(args) > 1 else kwargs.get("exc_value")
+        rec.finish(error if isinstance(error, BaseException) else None, 0)
+        rec.exit()
+    return wrapped(*args, **kwargs)
+
+
+def _iterate(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """``for attempt in Retrying()``: the sleeps between attempts become backoff spans."""
+    original_sleep = instance.sleep
+    slept = 0
+
+    def sleep(seconds: float) -> None:
+        nonlocal slept
+        slept += 1
+        with backoff(planned_s=float(seconds), attempt=slept):
+            original_sleep(seconds)
+
+    instance.sleep = sleep
+    try:
+        yield from wrapped(*args, **kwargs)
+    finally:
+        instance.sleep = original_sleep
+
+
+def _aiter(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """``async for attempt in AsyncRetrying()`` starts: install a sleep that makes backoff spans."""
+    if _ORIGINAL_SLEEP not in instance.__dict__:
+        original_sleep = instance.sleep
+        slept = 0
+
+        async def sleep(seconds: float) -> None:
+            nonlocal slept
+            slept += 1
+            async with backoff(planned_s=float(seconds), attempt=slept):
+                await original_sleep(seconds)
+
+        setattr(instance, _ORIGINAL_SLEEP, original_sleep)
+        instance.sleep = sleep
+    return wrapped(*args, **kwargs)
+
+
+async def _anext(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """The next attempt; when the iteration ends, the object gets its own sleep back."""
+    try:
+        return await wrapped(*args, **kwargs)
+    except BaseException:
+        original_sleep = instance.__dict__.pop(_ORIGINAL_SLEEP, None)
+        if original_sleep is not None:
+            instance.sleep = original_sleep
+        raise
+
+
 class TenacityInstrumentor(Instrumentor):
     library = "tenacity"
 
     def _instrument(self) -> None:
         self.wrap("tenacity", "Retrying.__call__", _call)
+        self.wrap("tenacity", "Retrying.__iter__", _iterate)
+        self.wrap("tenacity", "AttemptManager.__enter__", _attempt_enter)
+        self.wrap("tenacity", "AttemptManager.__aenter__", _attempt_enter)
+        self.wrap("tenacity", "AttemptManager.__exit__", _attempt_exit)
         self.wrap("tenacity.asyncio", "AsyncRetrying.__call__", _call_async)
+        self.wrap("tenacity.asyncio", "AsyncRetrying.__aiter__", _aiter)
+        self.wrap("tenacity.asyncio", "AsyncRetrying.__anext__", _anext)

@@ -167,6 +167,37 @@ def test_tenacity_attempts_and_backoff(instrumented):
     assert len(by_kind(instrumented, "backoff")) == 3
 
 
+def test_tenacity_iterator_style_attempts_and_backoff(instrumented):
+    failures = iter([ConnectionError("1"), ConnectionError("2")])
+
+    for attempt in tenacity.Retrying(wait=tenacity.wait_fixed(0.02), stop=tenacity.stop_after_attempt(4)):
+        with attempt:
+            error = next(failures, None)
+            if error is not None:
+                raise error
+    attempts = [s for s in instrumented.spans if s.name == "attempt"]
+    assert [s.attributes[A.ATTEMPT] for s in attempts] == [1, 2, 3]
+    assert [s.status.status_code.name for s in attempts] == ["ERROR", "ERROR", "UNSET"]
+    backoffs = by_kind(instrumented, "backoff")
+    assert [s.attributes[A.ATTEMPT] for s in backoffs] == [1, 2]
+    assert all(s.end_time - s.start_time >= 20e6 for s in backoffs)
+
+    async def run() -> None:
+        failures = iter([ConnectionError("3")])
+        retrying = tenacity.AsyncRetrying(wait=tenacity.wait_fixed(0.01), stop=tenacity.stop_after_attempt(3))
+        own_sleep = retrying.sleep
+        async for attempt in retrying:
+            with attempt:
+                error = next(failures, None)
+                if error is not None:
+                    raise error
+        assert retrying.sleep is own_sleep and not hasattr(retrying, "_agentscope_sleep")
+
+    asyncio.run(run())
+    assert len([s for s in instrumented.spans if s.name == "attempt"]) == 5
+    assert len(by_kind(instrumented, "backoff")) == 3
+
+
 def test_uninstrument_restores_every_library(captured, tmp_path):
     originals = (httpx.Client.send, requests.Session.send, sqlite3.connect, tenacity.Retrying.__call__)
     ags.instrument(*LIBRARIES)
