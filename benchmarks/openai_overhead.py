@@ -1,17 +1,19 @@
 """Cost of the openai integration: client-side CPU per call and per streamed chunk, with and without it.
 
-    python benchmarks/openai_overhead.py [--calls 300] [--rounds 7]
+    python benchmarks/openai_overhead.py [--rounds 60] [--calls 10] [--streams 2]
 
 The real openai SDK calls a simulated provider (in its own process) on
-loopback with no added latency.  Each round runs every case in turn, so all of
-them see the same machine: the uninstrumented SDK; agentscope's
-instrumentation; OpenInference's openai instrumentor, when installed (a peer
-doing the same job); and one bare OpenTelemetry span with the same number of
-attributes opened around the call by hand, the floor for any instrumentation
-that records a span per call.  Spans go to a batch processor that drops them.
-CPU is the calling thread's, so neither the server nor the export thread is
-counted.  Per streamed chunk: a streamed call's extra CPU, less a call's fixed
-extra, over its chunks.
+loopback with no added latency.  The cases: the uninstrumented SDK;
+agentscope's instrumentation; OpenInference's openai instrumentor, when
+installed (a peer doing the same job); and one bare OpenTelemetry span with the
+same number of attributes opened around the call by hand, the floor for any
+instrumentation that records a span per call.  Each round runs every case in
+turn, so all of them see the same machine, and every call is timed on its own,
+so a garbage collection or an interrupt landing in one case does not move the
+medians.  Spans go to a batch processor that drops them.  CPU is the calling
+thread's, so neither the server nor the export thread is counted.  Per
+streamed chunk: a streamed call's extra CPU, less a call's fixed extra, over
+its chunks.
 """
 
 from __future__ import annotations
@@ -66,10 +68,12 @@ class Case:
     """Open a bare OTel span around each call instead of instrumenting the SDK."""
 
 
-def cpu_per_call(fn: Callable[[], None], calls: int, around: bool) -> float:
+def cpu_per_call(fn: Callable[[], None], calls: int, around: bool) -> list[float]:
+    """The calling thread's CPU of each of ``calls`` calls, µs."""
     tracer = STATE.tracer
-    start = time.thread_time_ns()
+    samples = []
     for _ in range(calls):
+        start = time.thread_time_ns()
         if around:
             span = tracer.start_span("chat m", attributes=START_ATTRIBUTES)
             fn()
@@ -77,7 +81,8 @@ def cpu_per_call(fn: Callable[[], None], calls: int, around: bool) -> float:
             span.end()
         else:
             fn()
-    return (time.thread_time_ns() - start) / calls / 1000
+        samples.append((time.thread_time_ns() - start) / 1000)
+    return samples
 
 
 def cases() -> list[Case]:
@@ -98,8 +103,9 @@ def cases() -> list[Case]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--calls", type=int, default=10, help="non-streamed calls per case and round")
+    parser.add_argument("--streams", type=int, default=2, help="streamed calls per case and round")
     args = parser.parse_args()
     port = free_port()
     server = subprocess.Popen(
@@ -128,8 +134,8 @@ def main() -> None:
             for case in runs:
                 case.on()
                 try:
-                    calls[case.name].append(cpu_per_call(call, args.calls, case.around))
-                    streams[case.name].append(cpu_per_call(stream, args.calls // 10, case.around))
+                    calls[case.name] += cpu_per_call(call, args.calls, case.around)
+                    streams[case.name] += cpu_per_call(stream, args.streams, case.around)
                 finally:
                     case.off()
     finally:
@@ -139,7 +145,10 @@ def main() -> None:
     base_call = statistics.median(calls["uninstrumented"])
     base_stream = statistics.median(streams["uninstrumented"])
     chunks = CHUNKS + 2
-    print(f"Client-side CPU (calling thread), median of {args.rounds} rounds of {args.calls} calls")
+    print(
+        f"Client-side CPU (calling thread), median per call over {args.rounds} rounds "
+        f"({args.rounds * args.calls} calls and {args.rounds * args.streams} streams per case)"
+    )
     print(f"| case | call (µs) | added (µs) | added | streamed, {chunks} chunks (µs) | added a chunk (µs) |")
     print("|---|---:|---:|---:|---:|---:|")
     for case in runs:

@@ -32,6 +32,7 @@ from agentscope.sdk.recording import LLMCall, Recording, clean_attributes, start
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agentscope_llm_sdk_call", default=None)
 _PROVIDERS: weakref.WeakKeyDictionary[Any, tuple[Any, str]] = weakref.WeakKeyDictionary()
 """Client → (the base URL its provider was read from, or None when set by hand; the provider)."""
+_perf_counter_ns = time.perf_counter_ns
 _PROXY = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 """What every wrapt wrapper is an instance of (wrapt 2 split it from ObjectProxy)."""
 
@@ -271,8 +272,26 @@ class StreamState:
     chunks, reports the CPU of the call that opened it.
     """
 
+    __slots__ = (
+        "bodies",
+        "call_cpu_ns",
+        "chunks",
+        "cpu0",
+        "dialect",
+        "done",
+        "first_seen",
+        "iterator",
+        "rec",
+        "seen",
+        "state",
+        "thread",
+        "wait_ns",
+    )
+
     def __init__(self, rec: Recording, state: _Call, wait_ns: int, cpu0: int, dialect: Dialect) -> None:
         self.rec, self.state, self.dialect = rec, state, dialect
+        self.seen = dialect.seen
+        """The dialect's reader of one event, called by the proxy for every chunk."""
         self.wait_ns, self.cpu0 = wait_ns, cpu0
         self.call_cpu_ns = time.thread_time_ns() - cpu0
         self.thread = threading.get_ident()
@@ -280,10 +299,8 @@ class StreamState:
         self.first_seen = False
         self.bodies: list[Any] = []
         self.done = False
-
-    def seen(self, chunk: Any) -> None:
-        self.chunks += 1
-        self.dialect.seen(self, chunk)
+        self.iterator: Any = None
+        """The wrapped stream's iterator, kept here because a slot is quicker to read than a proxy's field."""
 
     def first_token(self) -> None:
         """The first content or tool-call delta arrived (a role-only chunk does not count)."""
@@ -321,7 +338,6 @@ class _Stream(wrapt.ObjectProxy):
     def __init__(self, stream: Any, tracked: StreamState) -> None:
         super().__init__(stream)
         self._self_state = tracked
-        self._self_iterator = None
         weakref.finalize(self, self._self_state.end)
 
     def __iter__(self) -> _Stream:
@@ -329,21 +345,23 @@ class _Stream(wrapt.ObjectProxy):
 
     def __next__(self) -> Any:
         tracked = self._self_state
-        if self._self_iterator is None:
-            self._self_iterator = iter(self.__wrapped__)
-        t0 = time.perf_counter_ns()
+        iterator = tracked.iterator
+        if iterator is None:
+            iterator = tracked.iterator = iter(self.__wrapped__)
+        t0 = _perf_counter_ns()
         try:
-            chunk = next(self._self_iterator)
+            chunk = next(iterator)
         except StopIteration:
-            tracked.wait_ns += time.perf_counter_ns() - t0
+            tracked.wait_ns += _perf_counter_ns() - t0
             tracked.end(whole_stream_cpu=True)
             raise
         except BaseException as exc:
-            tracked.wait_ns += time.perf_counter_ns() - t0
+            tracked.wait_ns += _perf_counter_ns() - t0
             tracked.end(exc, whole_stream_cpu=True)
             raise
-        tracked.wait_ns += time.perf_counter_ns() - t0
-        tracked.seen(chunk)
+        tracked.wait_ns += _perf_counter_ns() - t0
+        tracked.chunks += 1
+        tracked.seen(tracked, chunk)
         return chunk
 
     def close(self) -> None:
@@ -365,7 +383,6 @@ class _AsyncStream(wrapt.ObjectProxy):
     def __init__(self, stream: Any, tracked: StreamState) -> None:
         super().__init__(stream)
         self._self_state = tracked
-        self._self_iterator = None
         weakref.finalize(self, self._self_state.end)
 
     def __aiter__(self) -> _AsyncStream:
@@ -373,21 +390,23 @@ class _AsyncStream(wrapt.ObjectProxy):
 
     async def __anext__(self) -> Any:
         tracked = self._self_state
-        if self._self_iterator is None:
-            self._self_iterator = self.__wrapped__.__aiter__()
-        t0 = time.perf_counter_ns()
+        iterator = tracked.iterator
+        if iterator is None:
+            iterator = tracked.iterator = self.__wrapped__.__aiter__()
+        t0 = _perf_counter_ns()
         try:
-            chunk = await self._self_iterator.__anext__()
+            chunk = await iterator.__anext__()
         except StopAsyncIteration:
-            tracked.wait_ns += time.perf_counter_ns() - t0
+            tracked.wait_ns += _perf_counter_ns() - t0
             tracked.end()
             raise
         except BaseException as exc:
-            tracked.wait_ns += time.perf_counter_ns() - t0
+            tracked.wait_ns += _perf_counter_ns() - t0
             tracked.end(exc)
             raise
-        tracked.wait_ns += time.perf_counter_ns() - t0
-        tracked.seen(chunk)
+        tracked.wait_ns += _perf_counter_ns() - t0
+        tracked.chunks += 1
+        tracked.seen(tracked, chunk)
         return chunk
 
     async def close(self) -> None:
