@@ -296,23 +296,23 @@ def test_a_killed_ingest_leaves_whole_batches_and_can_be_redone(tmp_path):
         assert store.span_count() == 90_000
 
 
-def test_a_large_file_parsed_in_worker_processes_gives_the_same_result(tmp_path, monkeypatch):
-    from agentscope.ingest import parallel
+def test_bad_lines_get_the_same_problems_whichever_reader_took_the_good_ones(tmp_path, monkeypatch):
+    from agentscope.ingest import otlp_duckdb
 
     lines = [dumps(agent_trace_otlp(f"{n + 1:032x}")) for n in range(400)]
     lines[57] = "{broken"
     lines[311] = dumps(otlp_request([otlp_span(T1, "4" * 16, None, "backwards", 10, 5)]))
+    lines[200] = dumps(otlp_request([otlp_span(T1, "5" * 16, None, "plain", 10, 20)]))
     path = tmp_path / "big.jsonl"
     path.write_text("\n".join(lines) + "\n\n")
     with Store(None) as store:
-        sequential = ingest(store, [path])
+        mixed = ingest(store, [path])
         expected = store.span_count()
-    monkeypatch.setattr(parallel, "MIN_BYTES", 1)
-    assert parallel.worth_it(path)
+    monkeypatch.setattr(otlp_duckdb, "ROUTED_MARKERS", (b"",))  # every line to the Python reader
     with Store(None) as store:
-        parallel_run = ingest(store, [path])
-        assert store.span_count() == expected == 398 * 3
-    assert parallel_run.spans_read == sequential.spans_read
-    assert sorted(str(p) for p in parallel_run.problems) == sorted(str(p) for p in sequential.problems)
-    assert any(":58: invalid JSON" in str(p) for p in parallel_run.problems)
-    assert any(":312: ends before it starts" in str(p) for p in parallel_run.problems)
+        python_only = ingest(store, [path])
+        assert store.span_count() == expected == 397 * 3 + 1
+    assert (mixed.spans_read, mixed.stored) == (python_only.spans_read, python_only.stored)
+    assert sorted(map(str, mixed.problems)) == sorted(map(str, python_only.problems))
+    assert any(":58: invalid JSON" in str(p) for p in mixed.problems)
+    assert any(":312: ends before it starts" in str(p) for p in mixed.problems)

@@ -77,3 +77,8 @@ def is_sensitive(key: str) -> bool:
     """True for attribute keys that may carry credentials; those are never stored."""
     lowered = key.lower()
     return any(part in lowered for part in SENSITIVE_KEY_PARTS)
+
+
+def sensitive_sql(key: str) -> str:
+    """:func:`is_sensitive` as a DuckDB condition on the key expression ``key``."""
+    return "(" + " OR ".join(f"contains(lower({key}), '{part}')" for part in SENSITIVE_KEY_PARTS) + ")"

@@ -121,3 +121,54 @@ def classify(attributes: Mapping[str, Any], span_kind: str | None = None) -> str
         if any(key in attributes for key in keys):
             return kind
     return "step"
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def kind_sql(value_of: str, keys: str, span_kind: str) -> str:
+    """The kind rules above as one DuckDB expression, for readers that classify inside DuckDB.
+
+    ``value_of`` is a format string giving the string value of an attribute key
+    (e.g. ``"attrs[{key}]"``), ``keys`` a list expression of the span's keys, and
+    ``span_kind`` the OTel span kind column.  Built from the same tables as
+    :func:`classify`, so both readers agree (tests compare them span for span).
+    """
+    rules = []
+    for key, table in VALUE_RULES:
+        cases = " ".join(f"WHEN {_sql_text(value)} THEN {_sql_text(kind)}" for value, kind in table.items())
+        rules.append(f"CASE {value_of.format(key=_sql_text(key))} {cases} END")
+    for rule_keys, kind in PRESENCE_RULES:
+        listed = ", ".join(_sql_text(key) for key in rule_keys)
+        test = f"list_has_any({keys}, [{listed}])"
+        if kind == "http":
+            test += f" AND {span_kind} IS DISTINCT FROM 'SERVER'"
+        rules.append(f"CASE WHEN {test} THEN {_sql_text(kind)} END")
+    return f"coalesce({', '.join(rules)}, 'step')"
+
+
+def aliases_sql(entries: str, keys: str) -> str:
+    """:func:`normalize` as a DuckDB list expression: the alias entries to append to ``entries``.
+
+    ``entries`` is a list of ``{k, v, n}`` structs (key, JSON value, the value as
+    a number or NULL) in the span's attribute order; for each of our keys that
+    is absent, the first of its aliases in that order supplies the value.
+    """
+    targets: dict[str, list[tuple[str, float]]] = {}
+    for theirs, ours, multiplier in ALIASES:
+        targets.setdefault(ours, []).append((theirs, multiplier))
+    parts = []
+    for ours, sources in targets.items():
+        names = ", ".join(_sql_text(theirs) for theirs, _ in sources)
+        value = "x.v"
+        scaled = " ".join(f"WHEN {_sql_text(t)} THEN (x.n * {m})::JSON" for t, m in sources if m != 1)
+        if scaled:
+            value = f"CASE WHEN x.n IS NULL THEN x.v ELSE CASE x.k {scaled} ELSE x.v END END"
+        first = f"list_filter({entries}, lambda y: y.k IN ({names}))[1:1]"
+        parts.append(
+            f"CASE WHEN list_contains({keys}, {_sql_text(ours)}) THEN []"
+            f" ELSE list_transform({first}, lambda x: {{k: {_sql_text(ours)}, v: {value}}}) END"
+        )
+    sources = ", ".join(_sql_text(theirs) for theirs, _, _ in ALIASES)
+    return f"CASE WHEN list_has_any({keys}, [{sources}]) THEN flatten([{', '.join(parts)}]) ELSE [] END"

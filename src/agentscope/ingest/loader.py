@@ -11,17 +11,21 @@ from __future__ import annotations
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import duckdb
 import pyarrow as pa
 
-from agentscope.ingest import parallel
-from agentscope.ingest.batching import Batcher, Problem
+from agentscope.ingest import otlp_duckdb
+from agentscope.ingest.batching import BATCH_ROWS, Batcher, Problem
+from agentscope.ingest.otlp import json_lines_records
 from agentscope.ingest.records import Record
-from agentscope.ingest.sources import UnknownFormat, expand, read
+from agentscope.ingest.sources import UnknownFormat, expand, open_detected, records
 from agentscope.store.schema import COLUMN_NAMES, rows_to_table
 from agentscope.store.store import Store
 
@@ -74,16 +78,51 @@ _INSERT = (
 
 
 class _Writer:
-    """Writes batches of one file into the store and reports spans stored before with other content."""
+    """Writes batches of one file into the store and reports spans stored before with other content.
+
+    The store's work runs on a thread of its own, one batch at a time, while the
+    next batch is parsed (both are DuckDB work that releases the GIL); each
+    batch's outcome is counted on the calling thread, in order.
+    """
 
     def __init__(
         self, store: Store, summary: IngestSummary, name: str, progress: Callable[[int], None] | None
     ) -> None:
         self.store, self.summary, self.name, self.progress = store, summary, name, progress
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentscope-ingest")
+        self.in_flight: tuple[Future[tuple[int, set]], pa.Table, list[int]] | None = None
 
     def write(self, batch: pa.Table, lines: list[int]) -> None:
-        if not batch.num_rows:
+        self.wait()
+        if batch.num_rows:
+            self.in_flight = (self.thread.submit(self._store, batch), batch, lines)
+
+    def wait(self) -> None:
+        """Count the outcome of the batch being written (raising what writing it raised)."""
+        if self.in_flight is None:
             return
+        future, batch, lines = self.in_flight
+        self.in_flight = None
+        added, conflicts = future.result()
+        if conflicts:
+            keys = zip(batch.column("trace_id").to_pylist(), batch.column("span_id").to_pylist(), strict=True)
+            for (trace_id, span_id), line in zip(keys, lines, strict=True):
+                if (trace_id, span_id) in conflicts:
+                    reason = f"span {span_id} is already stored with different content; kept the stored one"
+                    self.summary.add_problem(Problem(self.name, line, reason), skipped=True)
+        self.summary.stored += added
+        self.summary.already_stored += batch.num_rows - added - len(conflicts)
+        if self.progress is not None:
+            self.progress(batch.num_rows)
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            self.thread.shutdown()
+
+    def _store(self, batch: pa.Table) -> tuple[int, set]:
+        """Insert one batch in one statement: rows added, and keys stored before with other content."""
         con = self.store.con
         con.register("agentscope_batch", batch)
         try:
@@ -95,16 +134,7 @@ class _Writer:
             ).fetchall()
         finally:
             con.unregister("agentscope_batch")
-        if conflicts:
-            keys = zip(batch.column("trace_id").to_pylist(), batch.column("span_id").to_pylist(), strict=True)
-            for (trace_id, span_id), line in zip(keys, lines, strict=True):
-                if (trace_id, span_id) in conflicts:
-                    reason = f"span {span_id} is already stored with different content; kept the stored one"
-                    self.summary.add_problem(Problem(self.name, line, reason), skipped=True)
-        self.summary.stored += added
-        self.summary.already_stored += batch.num_rows - added - len(conflicts)
-        if self.progress is not None:
-            self.progress(batch.num_rows)
+        return added, conflicts
 
 
 def _ingest_store(store: Store, path: Path, summary: IngestSummary) -> None:
@@ -128,6 +158,104 @@ def _ingest_store(store: Store, path: Path, summary: IngestSummary) -> None:
     summary.already_stored += read_rows - added
 
 
+class _Batches:
+    """Hands rows to the writer in batches of exactly BATCH_ROWS (the last may be smaller).
+
+    Whichever reader produced them, a killed ingest then leaves whole batches only.
+    """
+
+    def __init__(self, writer: _Writer) -> None:
+        self.writer = writer
+        self.tables: list[pa.Table] = []
+        self.lines: list[int] = []
+        self.rows = 0
+
+    def add(self, table: pa.Table, lines: list[int]) -> None:
+        if not table.num_rows:
+            return
+        self.tables.append(table)
+        self.lines += lines
+        self.rows += table.num_rows
+        while self.rows >= BATCH_ROWS:
+            self._write(BATCH_ROWS)
+
+    def flush(self) -> None:
+        """Write what is left and wait until every batch is stored."""
+        try:
+            if self.rows:
+                self._write(self.rows)
+        finally:
+            self.writer.close()
+
+    def _write(self, size: int) -> None:
+        table = pa.concat_tables(self.tables)
+        self.writer.write(table.slice(0, size), self.lines[:size])
+        rest = table.slice(size)
+        self.tables = [rest] if rest.num_rows else []
+        self.lines, self.rows = self.lines[size:], rest.num_rows
+
+
+@dataclass
+class _Position:
+    """The last line read from a file, to name where it ended if it ends early."""
+
+    line: int = 0
+
+
+def _take_records(
+    records: Iterable[Record], name: str, batches: _Batches, summary: IngestSummary, position: _Position
+) -> None:
+    """Pass a Python reader's records to ``batches``; problems go to ``summary``."""
+    batcher = Batcher(name)
+    try:
+        for record in records:
+            position.line = max(position.line, record.line)
+            if record.row is not None:
+                summary.spans_read += 1
+                if batcher.add(record.row, record.line):
+                    rows, lines = batcher.take()
+                    batches.add(rows_to_table(rows), lines)
+            if record.problem is not None:
+                summary.add_problem(Problem(name, record.line, record.problem), skipped=record.row is None)
+    finally:
+        rows, lines = batcher.take()
+        batches.add(rows_to_table(rows), lines)
+        summary.already_stored += batcher.repeats
+        for problem in batcher.problems:
+            summary.add_problem(problem, skipped=True)
+
+
+def _take_json_lines(
+    stream: IO[bytes], name: str, batches: _Batches, summary: IngestSummary, position: _Position
+) -> None:
+    """OTLP JSON lines through DuckDB; the lines it leaves go through the Python reader.
+
+    If a span of a line left to the Python reader is also on a line DuckDB took,
+    which one is kept depends on their order, so that block is read by the
+    Python reader alone.
+    """
+    with stream, closing(otlp_duckdb.connect_parser()) as con:
+        for first, block in otlp_duckdb.blocks(stream):
+            parsed = otlp_duckdb.parse_block(con, first, block)
+            left = list(json_lines_records((n, block[n - first]) for n in parsed.routed))
+            if _overlap(parsed.table, left):
+                left = list(json_lines_records(enumerate(block, start=first)))
+            else:
+                summary.spans_read += parsed.table.num_rows
+                batches.add(parsed.table, parsed.lines)
+            _take_records(left, name, batches, summary, position)
+            position.line = first + len(block) - 1
+
+
+def _overlap(table: pa.Table, records: list[Record]) -> bool:
+    """Whether any record's span is also in ``table``."""
+    keys = {(r.row[0], r.row[1]) for r in records if r.row is not None}
+    if not keys or not table.num_rows:
+        return False
+    taken = zip(table.column("trace_id").to_pylist(), table.column("span_id").to_pylist(), strict=True)
+    return any(key in keys for key in taken)
+
+
 def ingest_file(
     store: Store, path: Path, summary: IngestSummary, progress: Callable[[int], None] | None = None
 ) -> None:
@@ -135,46 +263,31 @@ def ingest_file(
     name = str(path)
     summary.files += 1
     try:
-        fmt, records = read(path)
+        fmt, stream = open_detected(path)
     except (UnknownFormat, OSError) as exc:
         summary.add_problem(Problem(name, 0, f"cannot read: {exc}"), skipped=False)
         return
     summary.formats[fmt] += 1
     if fmt == "store":
+        stream.close()
         try:
             _ingest_store(store, path, summary)
         except duckdb.Error as exc:
             summary.add_problem(Problem(name, 0, f"cannot read the store: {exc}"), skipped=False)
         return
-    writer = _Writer(store, summary, name, progress)
-    if fmt == "otlp-json-lines" and parallel.worth_it(path):
-        try:
-            parallel.ingest_lines(path, name, writer, summary)
-            return
-        except parallel.WorkersUnavailable:
-            fmt, records = read(path)
-    batcher = Batcher(name)
-    last_line = 0
+    batches = _Batches(_Writer(store, summary, name, progress))
+    position = _Position()
     try:
-        record: Record
-        for record in records:
-            last_line = record.line
-            if record.row is not None:
-                summary.spans_read += 1
-                if batcher.add(record.row, record.line):
-                    writer.write(rows_to_table(batcher.rows), batcher.take()[1])
-            if record.problem is not None:
-                summary.add_problem(Problem(name, record.line, record.problem), skipped=record.row is None)
+        if fmt == "otlp-json-lines":
+            _take_json_lines(stream, name, batches, summary, position)
+        else:
+            _take_records(records(fmt, stream), name, batches, summary, position)
     except (EOFError, OSError, zlib.error) as exc:
-        summary.add_problem(Problem(name, last_line + 1, f"the file ends early: {exc}"), skipped=False)
+        summary.add_problem(Problem(name, position.line + 1, f"the file ends early: {exc}"), skipped=False)
     except UnicodeDecodeError as exc:
-        summary.add_problem(Problem(name, last_line + 1, f"not UTF-8 text: {exc.reason}"), skipped=False)
+        summary.add_problem(Problem(name, position.line + 1, f"not UTF-8 text: {exc.reason}"), skipped=False)
     finally:
-        rows, lines = batcher.take()
-        writer.write(rows_to_table(rows), lines)
-        summary.already_stored += batcher.repeats
-        for problem in batcher.problems:
-            summary.add_problem(problem, skipped=True)
+        batches.flush()
 
 
 _TASKS = """

@@ -130,7 +130,12 @@ def _json_span(span: Any, line: int, service: Any, scope: Any, check_sizes: bool
 
 def read_json_lines(stream: IO[bytes]) -> Iterator[Record]:
     """One ExportTraceServiceRequest per line (blank lines skipped)."""
-    for number, line in enumerate(stream, start=1):
+    return json_lines_records(enumerate(stream, start=1))
+
+
+def json_lines_records(lines: Iterable[tuple[int, bytes]]) -> Iterator[Record]:
+    """Records of numbered JSON lines, each an ExportTraceServiceRequest."""
+    for number, line in lines:
         if not line.strip():
             continue
         try:

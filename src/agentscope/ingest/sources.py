@@ -78,19 +78,25 @@ def detect(stream: IO[bytes]) -> str:
     return "otlp-proto"
 
 
-def read(path: Path) -> tuple[str, Iterator[Record]]:
-    """The format of ``path`` and an iterator over its records (the file stays open until exhausted)."""
+def open_detected(path: Path) -> tuple[str, IO[bytes]]:
+    """The format of ``path`` and its (decompressed) stream, positioned at the start."""
     raw = open_binary(path)
     stream = io.BufferedReader(raw, buffer_size=HEAD) if not isinstance(raw, io.BufferedReader) else raw
     try:
-        fmt = detect(stream)
+        return detect(stream), stream
     except Exception:
         stream.close()
         raise
-    return fmt, _records(fmt, stream)
 
 
-def _records(fmt: str, stream: IO[bytes]) -> Iterator[Record]:
+def read(path: Path) -> tuple[str, Iterator[Record]]:
+    """The format of ``path`` and an iterator over its records (the file stays open until exhausted)."""
+    fmt, stream = open_detected(path)
+    return fmt, records(fmt, stream)
+
+
+def records(fmt: str, stream: IO[bytes]) -> Iterator[Record]:
+    """The records of a stream in format ``fmt``, read by agentscope's Python readers (closes the stream)."""
     with stream:
         if fmt == "otlp-json-lines":
             yield from otlp.read_json_lines(stream)

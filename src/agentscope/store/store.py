@@ -14,9 +14,9 @@ import pyarrow as pa
 
 from agentscope.store.schema import COLUMN_NAMES, DDL, SCHEMA_VERSION
 
-_connect = duckdb.connect
-"""Taken at import, before any instrumentation can patch ``duckdb.connect``: the store's own
-queries must never become spans (the store writes spans; spans of its writes would feed back)."""
+connect = duckdb.connect
+"""Taken at import, before any instrumentation can patch ``duckdb.connect``: agentscope's own
+queries (the store's, the ingest parser's) must never become spans (spans of its writes would feed back)."""
 
 DEFAULT_STORE = "agentscope.duckdb"
 STORE_ENV = "AGENTSCOPE_STORE"
@@ -40,7 +40,7 @@ class Store:
         try:
             if read_only and self.path is not None and not self.path.exists():
                 raise StoreError(f"store {self.path} does not exist")
-            self.con = _connect(target, read_only=read_only)
+            self.con = connect(target, read_only=read_only)
         except duckdb.Error as exc:
             raise StoreError(f"cannot open store {target}: {exc}") from exc
         if not read_only:

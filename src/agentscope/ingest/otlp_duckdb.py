@@ -1,0 +1,330 @@
+"""OTLP JSON lines parsed, flattened and classified inside DuckDB.
+
+The Python reader (:func:`agentscope.ingest.otlp.read_json_lines`) costs about
+25 µs a span; DuckDB parses and unnests the same lines in its own threads at a
+few µs a span.  Lines are read in blocks of about 16 MB and handed to DuckDB as
+an Arrow column; one query turns them into ``spans`` rows, classified and
+normalised by SQL built from the same rule tables as the Python classifier
+(:func:`agentscope.classify.kind_sql`, :func:`agentscope.classify.aliases_sql`).
+
+Only lines the query can take exactly are taken.  A line goes to the Python
+reader instead, which names what is wrong with it and keeps its good spans, if
+it is not valid JSON, not a request with spans, carries a span that fails a
+check (ids, times, names, attribute keys and values, sizes), a value kind the
+query does not read (kvlist, bytes, nested arrays), a repeated attribute key, or
+a span that appears twice in the block.  Either way a span gets the same row.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from agentscope import attributes as A
+from agentscope.classify import VALUE_RULES, aliases_sql, kind_sql
+from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
+from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
+from agentscope.store.store import connect
+
+BLOCK_BYTES = 16 << 20
+"""Text handed to DuckDB at a time: large enough to keep its threads busy, small enough for memory."""
+LINES_PER_BATCH = 4
+"""Lines per Arrow record batch; DuckDB scans batches in parallel, so a block needs several."""
+LONG_LINE_BYTES = 8 << 20
+"""Longer lines go to the Python reader, which cuts oversized values rather than parse them whole."""
+ROUTED_MARKERS = (b"kvlistValue", b"bytesValue", b"instrumentationLibrary")
+"""Lines containing these go to the Python reader: value kinds and legacy keys the query does not read."""
+
+_PRIMITIVE = {
+    "stringValue": "VARCHAR",
+    "boolValue": "BOOLEAN",
+    "intValue": "VARCHAR",
+    "doubleValue": "VARCHAR",
+}
+_ATTRIBUTES = [{"key": "JSON", "value": {**_PRIMITIVE, "arrayValue": {"values": [_PRIMITIVE]}}}]
+_SPAN = {
+    "traceId": "VARCHAR",
+    "spanId": "VARCHAR",
+    "parentSpanId": "VARCHAR",
+    "name": "JSON",
+    "kind": "VARCHAR",
+    "startTimeUnixNano": "VARCHAR",
+    "endTimeUnixNano": "VARCHAR",
+    "status": {"code": "VARCHAR", "message": "VARCHAR"},
+    "attributes": _ATTRIBUTES,
+}
+_REQUEST = {
+    "resourceSpans": [
+        {
+            "resource": {"attributes": _ATTRIBUTES},
+            "scopeSpans": [{"scope": {"name": "VARCHAR"}, "spans": [_SPAN]}],
+        }
+    ]
+}
+STRUCTURE = json.dumps(_REQUEST)
+
+_SPAN_KINDS = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
+_STATUSES = ("UNSET", "OK", "ERROR")
+
+
+def _enum_sql(column: str, names: tuple[str, ...], first: int, prefix: str) -> str:
+    """An OTLP enum given as its number or its (prefixed) name, as the name; NULL if unknown."""
+    numbers = " ".join(f"WHEN '{n}' THEN '{name}'" for n, name in enumerate(names, start=first))
+    by_name = " ".join(f"WHEN '{name}' THEN '{name}' WHEN '{prefix}{name}' THEN '{name}'" for name in names)
+    return f"CASE {column} {numbers} ELSE CASE upper({column}) {by_name} END END"
+
+
+def _value_sql(v: str) -> str:
+    """The JSON of a primitive AnyValue struct ``v``, in the Python reader's order of precedence."""
+    return (
+        f"CASE WHEN {v}.stringValue IS NOT NULL THEN to_json({v}.stringValue) "
+        f"WHEN {v}.boolValue IS NOT NULL THEN to_json({v}.boolValue) "
+        f"WHEN {v}.intValue IS NOT NULL THEN to_json(TRY_CAST({v}.intValue AS BIGINT)) "
+        f"WHEN {v}.doubleValue IS NOT NULL THEN to_json(TRY_CAST({v}.doubleValue AS DOUBLE)) END"
+    )
+
+
+def _value_ok_sql(v: str) -> str:
+    """Whether the query reads primitive AnyValue ``v`` exactly as the Python reader would.
+
+    A value with none of the primitive fields is left to the Python reader: it
+    may be empty (null) or not an AnyValue at all, which the query cannot tell apart.
+    """
+    return (
+        f"CASE WHEN {v}.stringValue IS NOT NULL THEN length({v}.stringValue) <= {MAX_ATTRIBUTE_BYTES} "
+        f"WHEN {v}.boolValue IS NOT NULL THEN true "
+        f"WHEN {v}.intValue IS NOT NULL THEN TRY_CAST({v}.intValue AS BIGINT)::VARCHAR = {v}.intValue "
+        f"WHEN {v}.doubleValue IS NOT NULL THEN isfinite(TRY_CAST({v}.doubleValue AS DOUBLE)) "
+        "ELSE false END"
+    )
+
+
+def _entries_sql(attributes: str) -> str:
+    """An OTLP attribute list as ``{k, v, s, n, ok}`` structs (key, JSON value, string, number, exact)."""
+    array = "a.value.arrayValue"
+    value = (
+        f"CASE WHEN {array} IS NOT NULL AND a.value.stringValue IS NULL AND a.value.boolValue IS NULL "
+        f"AND a.value.intValue IS NULL AND a.value.doubleValue IS NULL "
+        f"THEN to_json(list_transform(coalesce({array}.values, []), lambda x: {_value_sql('x')})) "
+        f"ELSE coalesce({_value_sql('a.value')}, 'null'::JSON) END"
+    )
+    ok = (
+        f"a.key IS NOT NULL AND json_type(a.key) = 'VARCHAR' AND a.value IS NOT NULL AND "
+        f"CASE WHEN {array} IS NOT NULL AND a.value.stringValue IS NULL AND a.value.boolValue IS NULL "
+        f"AND a.value.intValue IS NULL AND a.value.doubleValue IS NULL "
+        f"THEN list_bool_and(list_transform(coalesce({array}.values, []), lambda x: {_value_ok_sql('x')})) "
+        f"IS NOT false "
+        f"ELSE {_value_ok_sql('a.value')} END"
+    )
+    number = (
+        "CASE WHEN a.value.stringValue IS NULL AND a.value.boolValue IS NULL THEN "
+        "coalesce(TRY_CAST(a.value.intValue AS DOUBLE), TRY_CAST(a.value.doubleValue AS DOUBLE)) END"
+    )
+    return (
+        f"list_transform(coalesce({attributes}, []), lambda a: {{k: a.key ->> '$', v: {value}, "
+        f"s: coalesce(a.value.stringValue, a.value.intValue), n: {number}, ok: {ok}}})"
+    )
+
+
+def _column_sql(key: str) -> str:
+    """A digits-only attribute (thread id, CPU ns) as a BIGINT column, as :func:`make_row` reads it."""
+    found = f"list_filter(entries, lambda x: x.k = '{key}')[1].s"
+    return f"TRY_CAST(CASE WHEN regexp_full_match({found}, '[0-9]+') THEN {found} END AS BIGINT)"
+
+
+_WHOLE = (
+    "list_bool_and(list_transform(r.resourceSpans, lambda rs: rs IS NOT NULL AND "
+    "list_bool_and(list_transform(coalesce(rs.scopeSpans, []), lambda ss: ss IS NOT NULL AND "
+    "list_bool_and(list_transform(coalesce(ss.spans, []), lambda sp: sp IS NOT NULL)) IS NOT false)) "
+    "IS NOT false)) IS NOT false"
+)
+"""Every resource, scope and span of the request is an object (else the Python reader names the fault)."""
+_KEYS_AFTER_ALIASES = "list_concat(keys, list_transform(aliases, lambda a: a.k))"
+"""The span's keys with those the aliases add, as the Python classifier sees them."""
+_RULE_KEYS = ", ".join(f"'{key}'" for key, _ in VALUE_RULES)
+"""The keys whose values decide a kind: the only ones the kind expression looks up."""
+_HEX_ID = "regexp_full_match({0}, '[0-9a-f]{{{1}}}') AND NOT regexp_full_match({0}, '0+')"
+
+QUERY = f"""
+WITH parsed AS (
+  SELECT line, from_json(text, '{STRUCTURE}') AS r FROM lines
+), resources AS (
+  SELECT line, {_WHOLE} AS whole, unnest(r.resourceSpans) AS rs FROM parsed
+), described AS (
+  SELECT line, whole, rs, {_entries_sql("rs.resource.attributes")} AS resource FROM resources
+), scopes AS (
+  SELECT line, whole,
+    list_filter(resource, lambda x: x.k = '{A.SERVICE_NAME}')[1] AS service_entry,
+    list_bool_and(list_transform(resource, lambda x: x.ok)) IS NOT false AS resource_ok,
+    unnest(rs.scopeSpans) AS ss
+  FROM described
+), spans AS (
+  SELECT line, whole, service_entry, resource_ok, ss.scope.name AS scope, unnest(ss.spans) AS s FROM scopes
+), fields AS (
+  SELECT line, whole, service_entry, resource_ok,
+    lower(s.traceId) AS trace_id,
+    lower(s.spanId) AS span_id,
+    CASE WHEN s.parentSpanId IS NULL OR regexp_full_match(s.parentSpanId, '0*') THEN NULL
+         ELSE lower(s.parentSpanId) END AS parent_id,
+    s.name ->> '$' AS name,
+    json_type(s.name) AS name_type,
+    {_enum_sql("s.kind", _SPAN_KINDS, 1, "SPAN_KIND_")} AS span_kind,
+    TRY_CAST(s.startTimeUnixNano AS BIGINT) AS start_ns,
+    TRY_CAST(s.endTimeUnixNano AS BIGINT) AS end_ns,
+    coalesce({_enum_sql("s.status.code", _STATUSES, 0, "STATUS_CODE_")}, 'UNSET') AS status,
+    nullif(s.status.message, '') AS status_message,
+    scope,
+    {_entries_sql("s.attributes")} AS entries
+  FROM spans
+), checked AS (
+  SELECT *,
+    list_transform(entries, lambda x: x.k) AS keys,
+    list_bool_and(list_transform(entries, lambda x: x.ok)) IS NOT false
+      AND len(list_distinct(list_transform(entries, lambda x: x.k))) = len(entries) AS entries_ok,
+    list_filter(entries, lambda x: x.k NOT IN ('{A.CPU_NS}', '{A.THREAD_ID}')
+      AND NOT {A.sensitive_sql("x.k")}) AS kept,
+    CASE WHEN entries_ok THEN map_from_entries(list_transform(
+      list_filter(entries, lambda x: x.k IN ({_RULE_KEYS}) AND x.s IS NOT NULL),
+      lambda x: {{k: x.k, v: x.s}})) END AS strings,
+    {aliases_sql("kept", "keys")} AS aliases
+  FROM fields
+)
+SELECT line,
+  coalesce(
+  whole AND resource_ok AND entries_ok
+  AND {_HEX_ID.format("trace_id", 32)} AND {_HEX_ID.format("span_id", 16)}
+  AND (parent_id IS NULL OR regexp_full_match(parent_id, '[0-9a-f]{{16}}'))
+  AND name_type = 'VARCHAR' AND start_ns > 0 AND end_ns >= start_ns
+  , false) AS ok,
+  trace_id, span_id, parent_id, name,
+  {kind_sql("strings[{key}]", _KEYS_AFTER_ALIASES, "span_kind")} AS kind,
+  span_kind, start_ns, end_ns, status, status_message,
+  CASE WHEN service_entry.v IS NOT NULL AND json_type(service_entry.v) = 'VARCHAR' THEN service_entry.s END
+    AS service,
+  scope,
+  {_column_sql(A.THREAD_ID)} AS thread_id,
+  {_column_sql(A.CPU_NS)} AS cpu_ns,
+  CASE WHEN entries_ok THEN to_json(map_from_entries(list_concat(
+    list_transform(kept, lambda x: {{k: x.k, v: x.v}}), aliases
+  ))) END AS attributes
+FROM checked
+"""
+
+
+def connect_parser() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB for parsing, apart from the store (its memory is its own)."""
+    con = connect(":memory:")
+    con.execute("SET memory_limit = '512MB'")
+    con.execute("SET preserve_insertion_order = true")
+    return con
+
+
+def blocks(stream: IO[bytes]) -> Iterator[tuple[int, list[bytes]]]:
+    """The stream's lines in blocks of about BLOCK_BYTES, with the number of each block's first line.
+
+    A stream that fails part way (a truncated gzip) still yields the lines read before the failure.
+    """
+    first, block, size = 1, [], 0
+    failure: Exception | None = None
+    try:
+        for line in stream:
+            block.append(line)
+            size += len(line)
+            if size >= BLOCK_BYTES:
+                yield first, block
+                first, block, size = first + len(block), [], 0
+    except (EOFError, OSError, zlib.error) as exc:
+        failure = exc
+    if block:
+        yield first, block
+    if failure is not None:
+        raise failure
+
+
+@dataclass
+class Parsed:
+    """One block through the query: the rows it took (with their lines), the lines left to Python."""
+
+    table: pa.Table
+    lines: list[int]
+    routed: list[int]
+
+
+def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) -> Parsed:
+    """Rows (in ``spans`` column order) of the lines the query takes exactly; the others' numbers."""
+    routed = {
+        first + i
+        for i, line in enumerate(block)
+        if len(line) > LONG_LINE_BYTES or not line.strip() or any(marker in line for marker in ROUTED_MARKERS)
+    }
+    numbers = [first + i for i in range(len(block)) if first + i not in routed]
+    try:
+        lines = _lines_table(numbers, [block[n - first] for n in numbers])
+    except pa.ArrowInvalid:  # not UTF-8: the Python reader names the line
+        routed.update(n for n in numbers if not _utf8(block[n - first]))
+        numbers = [n for n in numbers if n not in routed]
+        lines = _lines_table(numbers, [block[n - first] for n in numbers])
+    try:
+        table = _query(con, lines)
+    except duckdb.OutOfMemoryException:  # the Python reader takes lines one at a time
+        return Parsed(ARROW_SCHEMA.empty_table(), [], sorted(routed | set(numbers)))
+    if table is None:  # a line that is not JSON: leave it to the Python reader, and query the rest
+        valid = _valid(con, lines)
+        routed.update(n for n, ok in zip(numbers, valid) if not ok)
+        numbers = [n for n, ok in zip(numbers, valid) if ok]
+        table = _query(con, lines.filter(pa.array(valid, pa.bool_())))
+        if table is None:
+            return Parsed(ARROW_SCHEMA.empty_table(), [], sorted(routed | set(numbers)))
+    line = table.column("line")
+    bad = pc.filter(line, pc.invert(table.column("ok")))
+    repeated = table.group_by(["trace_id", "span_id"]).aggregate([("line", "count")])
+    repeated = repeated.filter(pc.greater(repeated.column("line_count"), 1))
+    if repeated.num_rows:  # a span twice in one block: the Python reader keeps the first and says so
+        twice = pc.is_in(table.column("span_id"), value_set=repeated.column("span_id"))
+        bad = pa.concat_arrays([bad.combine_chunks(), pc.filter(line, twice).combine_chunks()])
+    bad_lines = set(pc.unique(bad).to_pylist())
+    with_spans = set(pc.unique(line).to_pylist())
+    bad_lines.update(n for n in numbers if n not in with_spans)  # requests without spans, or not requests
+    taken = table.filter(pc.invert(pc.is_in(line, value_set=pa.array(sorted(bad_lines), pa.int64()))))
+    rows = taken.select(list(COLUMN_NAMES)).cast(ARROW_SCHEMA)
+    return Parsed(rows, taken.column("line").to_pylist(), sorted(routed | bad_lines))
+
+
+def _lines_table(numbers: list[int], texts: list[bytes]) -> pa.Table:
+    """Numbered lines as a table of small record batches, so DuckDB reads them in parallel."""
+    table = pa.table({"line": pa.array(numbers, pa.int64()), "text": pa.array(texts, pa.binary())})
+    table = table.set_column(1, "text", table.column("text").cast(pa.string()))
+    return pa.Table.from_batches(table.to_batches(max_chunksize=LINES_PER_BATCH), schema=table.schema)
+
+
+def _utf8(line: bytes) -> bool:
+    try:
+        line.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _query(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> pa.Table | None:
+    con.register("lines", lines)
+    try:
+        return con.sql(QUERY).to_arrow_table()
+    except duckdb.InvalidInputException:
+        return None
+    finally:
+        con.unregister("lines")
+
+
+def _valid(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> list[bool]:
+    con.register("lines", lines)
+    try:
+        return [bool(v) for (v,) in con.sql("SELECT json_valid(text) FROM lines").fetchall()]
+    finally:
+        con.unregister("lines")

@@ -1,0 +1,158 @@
+"""The DuckDB reader of OTLP JSON lines stores exactly the rows the Python reader would."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from traces_fixtures import dumps, otlp_request
+
+from agentscope import attributes as A
+from agentscope.classify import ALIASES, VALUE_RULES
+from agentscope.ingest import otlp_duckdb
+from agentscope.ingest.otlp import read_json_lines
+from agentscope.store.schema import COLUMN_NAMES
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+KEYS = sorted(
+    {key for key, _ in VALUE_RULES}
+    | {theirs for theirs, _, _ in ALIASES}
+    | {ours for _, ours, _ in ALIASES}
+    | {"agentscope.cpu_ns", "agentscope.thread.id", "http.request.method", "db.system.name", "openai.api_key"}
+    | {"gen_ai.provider.name", "user.note", "retries"}
+)
+RULE_VALUES = sorted({value for _, table in VALUE_RULES for value in table} | {"CHAIN", "nonsense"})
+
+primitive = st.one_of(
+    st.builds(lambda v: {"stringValue": v}, st.sampled_from(RULE_VALUES) | st.text(max_size=8)),
+    st.builds(lambda v: {"intValue": str(v)}, st.integers(-(2**40), 2**40)),
+    st.builds(lambda v: {"intValue": v}, st.integers(0, 10**6)),
+    st.builds(lambda v: {"doubleValue": v}, st.floats(-1e6, 1e6, allow_nan=False)),
+    st.builds(lambda v: {"boolValue": v}, st.booleans()),
+)
+value = primitive | st.builds(lambda vs: {"arrayValue": {"values": vs}}, st.lists(primitive, max_size=3))
+
+
+@st.composite
+def spans(draw: st.DrawFn, number: int) -> dict:
+    keys = draw(st.lists(st.sampled_from(KEYS), max_size=6, unique=True))
+    start = draw(st.integers(1, 10**18))
+    span = {
+        "traceId": draw(st.sampled_from([TRACE, TRACE.upper()])),
+        "spanId": f"{number + 1:016x}",
+        "name": draw(st.text(max_size=10)),
+        "kind": draw(st.sampled_from([0, 1, 2, 3, 4, 5, "SPAN_KIND_SERVER", "SPAN_KIND_CLIENT", 9])),
+        "startTimeUnixNano": draw(st.sampled_from([str(start), start])),
+        "endTimeUnixNano": str(start + draw(st.integers(0, 10**9))),
+        "attributes": [{"key": key, "value": draw(value)} for key in keys],
+        "status": draw(st.sampled_from([{}, {"code": 2, "message": "boom"}, {"code": "STATUS_CODE_OK"}])),
+    }
+    parent = draw(st.sampled_from([None, "", "0000000000000000", "00000000000000AA"]))
+    if parent is not None:
+        span["parentSpanId"] = parent
+    return span
+
+
+def rows_by_key(rows: list[tuple]) -> dict:
+    out = {}
+    for row in rows:
+        named = dict(zip(COLUMN_NAMES, row))
+        named["attributes"] = json.loads(named["attributes"])
+        out[(named["trace_id"], named["span_id"])] = named
+    return out
+
+
+def both_readers(lines: list[str]) -> tuple[dict, dict, list[int]]:
+    block = [(line + "\n").encode() for line in lines]
+    con = otlp_duckdb.connect_parser()
+    try:
+        parsed = otlp_duckdb.parse_block(con, 1, block)
+    finally:
+        con.close()
+    fast = rows_by_key([tuple(r.values()) for r in parsed.table.to_pylist()])
+    python = rows_by_key([r.row for r in read_json_lines(iter(block)) if r.row is not None])
+    return fast, python, parsed.routed
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), min_size=1, max_size=4).flatmap(
+        lambda sizes: st.tuples(
+            *[st.tuples(*[spans(10 * i + j) for j in range(n)]) for i, n in enumerate(sizes)]
+        )
+    )
+)
+def test_every_row_the_duckdb_reader_takes_is_the_python_readers_row(requests):
+    lines = [dumps(otlp_request(list(request))) for request in requests]
+    fast, python, routed = both_readers(lines)
+    for key, row in fast.items():
+        assert row == python[key]
+    assert len(fast) + sum(1 for key in python if key not in fast) == len(python)
+    assert not routed or all(1 <= n <= len(lines) for n in routed)
+
+
+def test_well_formed_lines_of_every_convention_are_taken_by_duckdb():
+    attributes = [
+        {"key": "llm.token_count.prompt", "value": {"intValue": "120"}},
+        {"key": "gen_ai.latency.time_in_queue", "value": {"doubleValue": 0.25}},
+        {"key": "openinference.span.kind", "value": {"stringValue": "RETRIEVER"}},
+        {
+            "key": "gen_ai.response.finish_reasons",
+            "value": {"arrayValue": {"values": [{"stringValue": "stop"}]}},
+        },
+        {"key": "openai.api_key", "value": {"stringValue": "sk-secret"}},
+        {"key": "agentscope.thread.id", "value": {"intValue": "7"}},
+    ]
+    span = {
+        "traceId": TRACE,
+        "spanId": "00f067aa0ba902b7",
+        "name": "retrieve",
+        "kind": "SPAN_KIND_CLIENT",
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000100000000",
+        "attributes": attributes,
+    }
+    fast, python, routed = both_readers([dumps(otlp_request([span]))])
+    assert routed == [] and fast == python
+    (row,) = fast.values()
+    assert row["kind"] == "db" and row["thread_id"] == 7 and row["span_kind"] == "CLIENT"
+    assert row["attributes"]["gen_ai.usage.input_tokens"] == 120
+    assert row["attributes"][A.SERVER_QUEUE_MS] == 250
+    assert "openai.api_key" not in row["attributes"]
+
+
+def test_lines_the_query_cannot_take_exactly_go_to_the_python_reader():
+    good = otlp_request(
+        [{"traceId": TRACE, "spanId": "1" * 16, "name": "a", "startTimeUnixNano": 1, "endTimeUnixNano": 2}]
+    )
+    kvlist = {"key": "m", "value": {"kvlistValue": {"values": []}}}
+    repeated_key = [{"key": "a", "value": {"intValue": 1}}, {"key": "a", "value": {"intValue": 2}}]
+    odd = [
+        otlp_request(
+            [
+                {
+                    **good["resourceSpans"][0]["scopeSpans"][0]["spans"][0],
+                    "spanId": "2" * 16,
+                    "attributes": [kvlist],
+                }
+            ]
+        ),
+        otlp_request(
+            [
+                {
+                    **good["resourceSpans"][0]["scopeSpans"][0]["spans"][0],
+                    "spanId": "3" * 16,
+                    "attributes": repeated_key,
+                }
+            ]
+        ),
+        otlp_request(
+            [{**good["resourceSpans"][0]["scopeSpans"][0]["spans"][0], "spanId": "4" * 16, "name": 5}]
+        ),
+    ]
+    fast, python, routed = both_readers([dumps(good)] + [dumps(o) for o in odd] + ["{not json"])
+    assert list(fast) == [(TRACE, "1" * 16)]
+    assert routed == [2, 3, 4, 5]
+    assert python[(TRACE, "3" * 16)]["attributes"] == {"a": 2}
