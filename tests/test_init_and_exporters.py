@@ -129,8 +129,8 @@ def test_store_schema_version_and_columns(tmp_path):
 def test_same_span_written_twice_is_stored_once(tmp_path):
     rows = [("a" * 32, "b" * 16, None, "n", "step", "INTERNAL", 1, 2, "OK", None, "svc", None, 1, 5, "{}")]
     with Store(tmp_path / "i.duckdb") as store:
-        assert store.insert(rows_to_table(rows)) == 1
-        assert store.insert(rows_to_table(rows)) == 0
+        assert store.insert(rows_to_table(rows)).added == 1
+        assert store.insert(rows_to_table(rows)).added == 0
         assert store.span_count() == 1
 
 

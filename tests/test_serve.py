@@ -102,6 +102,21 @@ def test_json_and_gzip_bodies_and_partial_success(receiver):
     assert count(receiver) == 4
 
 
+def test_a_span_sent_again_is_stored_once_and_a_changed_one_is_reported(receiver):
+    request = json.dumps(agent_trace_otlp()).encode()
+    assert post(receiver.url, request, "application/json") == (200, b"{}")
+    assert post(receiver.url, request, "application/json") == (200, b"{}")
+    changed = agent_trace_otlp()
+    changed["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"] = "renamed"
+    status, body = post(receiver.url, json.dumps(changed).encode(), "application/json")
+    partial = json.loads(body)["partialSuccess"]
+    assert status == 200 and partial["rejectedSpans"] == "1"
+    assert "already stored with different content; kept the stored one" in partial["errorMessage"]
+    assert count(receiver) == 3
+    names = {name for (name,) in receiver.store.con.execute("SELECT name FROM spans").fetchall()}
+    assert "renamed" not in names
+
+
 def test_protobuf_response_and_bad_bodies_do_not_stop_the_server(receiver):
     status, body = post(receiver.url, b"\x0a\x05garbage-not-protobuf", "application/x-protobuf")
     assert status == 400 and b"invalid protobuf" in body

@@ -27,7 +27,7 @@ from agentscope.ingest.otlp import json_lines_records
 from agentscope.ingest.records import Record
 from agentscope.ingest.sources import UnknownFormat, expand, open_detected, records
 from agentscope.store.schema import COLUMN_NAMES, rows_to_table
-from agentscope.store.store import Store
+from agentscope.store.store import Inserted, Store
 
 KEPT_PROBLEMS = 50
 
@@ -66,17 +66,6 @@ def _reason_kind(reason: str) -> str:
     return head if len(head) <= 60 else head[:57] + "..."
 
 
-_CONFLICTS = """
-SELECT b.trace_id, b.span_id FROM agentscope_batch b JOIN spans s USING (trace_id, span_id)
-WHERE s.start_ns <> b.start_ns OR s.end_ns <> b.end_ns OR s.name <> b.name
-   OR coalesce(s.parent_id, '') <> coalesce(b.parent_id, '')
-"""
-_INSERT = (
-    f"INSERT OR IGNORE INTO spans ({', '.join(COLUMN_NAMES)}) "
-    f"SELECT {', '.join(COLUMN_NAMES)} FROM agentscope_batch"
-)
-
-
 class _Writer:
     """Writes batches of one file into the store and reports spans stored before with other content.
 
@@ -90,7 +79,7 @@ class _Writer:
     ) -> None:
         self.store, self.summary, self.name, self.progress = store, summary, name, progress
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentscope-ingest")
-        self.in_flight: tuple[Future[tuple[int, set]], pa.Table, list[int]] | None = None
+        self.in_flight: tuple[Future[Inserted], pa.Table, list[int]] | None = None
 
     def write(self, batch: pa.Table, lines: list[int]) -> None:
         self.wait()
@@ -103,7 +92,8 @@ class _Writer:
             return
         future, batch, lines = self.in_flight
         self.in_flight = None
-        added, conflicts = future.result()
+        inserted = future.result()
+        added, conflicts = inserted.added, inserted.conflicts
         if conflicts:
             keys = zip(batch.column("trace_id").to_pylist(), batch.column("span_id").to_pylist(), strict=True)
             for (trace_id, span_id), line in zip(keys, lines, strict=True):
@@ -121,20 +111,17 @@ class _Writer:
         finally:
             self.thread.shutdown()
 
-    def _store(self, batch: pa.Table) -> tuple[int, set]:
-        """Insert one batch in one statement: rows added, and keys stored before with other content."""
+    def _store(self, batch: pa.Table) -> Inserted:
+        inserted = self.store.insert(batch)
         con = self.store.con
         con.register("agentscope_batch", batch)
         try:
-            added = con.execute(_INSERT).fetchall()[0][0]
-            # Only spans that were already stored can conflict; the new ones match themselves.
-            conflicts = set(con.execute(_CONFLICTS).fetchall()) if added < batch.num_rows else set()
             con.execute(
                 "INSERT OR IGNORE INTO agentscope_ingested SELECT DISTINCT trace_id FROM agentscope_batch"
             ).fetchall()
         finally:
             con.unregister("agentscope_batch")
-        return added, conflicts
+        return inserted
 
 
 def _ingest_store(store: Store, path: Path, summary: IngestSummary) -> None:

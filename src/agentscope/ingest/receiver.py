@@ -55,8 +55,9 @@ class StoreWriter:
         self._thread = threading.Thread(target=self._run, name="agentscope-receiver-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, rows: list[tuple]) -> Future[int]:
-        future: Future[int] = Future()
+    def submit(self, rows: list[tuple]) -> Future[set[tuple[str, str]]]:
+        """Queue one request's rows; the future gives those already stored with other content."""
+        future: Future[set[tuple[str, str]]] = Future()
         self._queue.put((rows, future))
         return future
 
@@ -74,17 +75,17 @@ class StoreWriter:
                 batch.append(more)
             self._write(batch)
 
-    def _write(self, batch: list[tuple[list[tuple], Future[int]]]) -> None:
+    def _write(self, batch: list[tuple[list[tuple], Future[set[tuple[str, str]]]]]) -> None:
         rows = [row for chunk, _ in batch for row in chunk]
         try:
-            added = self.store.insert(rows_to_table(rows)) if rows else 0
+            conflicts = self.store.insert(rows_to_table(rows)).conflicts if rows else frozenset()
         except Exception as exc:
             report("writing received spans", exc, internal=False)
             for _, future in batch:
                 future.set_exception(exc)
             return
-        for _, future in batch:
-            future.set_result(added)
+        for chunk, future in batch:
+            future.set_result({(row[0], row[1]) for row in chunk} & conflicts if conflicts else set())
 
     def close(self) -> None:
         self._queue.put(None)
@@ -186,10 +187,14 @@ class Receiver:
         rows = [r.row for r in records if r.row is not None]
         problems = [r.problem for r in records if r.row is None and r.problem]
         try:
-            await asyncio.wrap_future(self.writer.submit(rows))
+            conflicts = await asyncio.wrap_future(self.writer.submit(rows))
         except Exception as exc:
             return PlainTextResponse(f"the store could not be written: {exc}", status_code=503)
-        self.received += len(rows)
+        problems += [
+            f"span {span_id} is already stored with different content; kept the stored one"
+            for _, span_id in sorted(conflicts)
+        ]
+        self.received += len(rows) - len(conflicts)
         return _response(content_type, len(problems), "; ".join(problems[:5]))
 
     def close(self) -> None:

@@ -7,6 +7,7 @@ not at all, and a span already stored is left as it was.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -20,6 +21,26 @@ queries (the store's, the ingest parser's) must never become spans (spans of its
 
 DEFAULT_STORE = "agentscope.duckdb"
 STORE_ENV = "AGENTSCOPE_STORE"
+
+
+_INSERT = (
+    f"INSERT OR IGNORE INTO spans ({', '.join(COLUMN_NAMES)}) "
+    f"SELECT {', '.join(COLUMN_NAMES)} FROM agentscope_batch"
+)
+_CONFLICTS = """
+SELECT b.trace_id, b.span_id FROM agentscope_batch b JOIN spans s USING (trace_id, span_id)
+WHERE s.start_ns <> b.start_ns OR s.end_ns <> b.end_ns OR s.name <> b.name
+   OR coalesce(s.parent_id, '') <> coalesce(b.parent_id, '')
+"""
+
+
+@dataclass(frozen=True)
+class Inserted:
+    """What :meth:`Store.insert` did with a batch."""
+
+    added: int
+    conflicts: frozenset[tuple[str, str]]
+    """(trace id, span id) of spans stored before with other content; the stored ones were kept."""
 
 
 class StoreError(Exception):
@@ -68,16 +89,20 @@ class Store:
                 f"this agentscope reads up to {SCHEMA_VERSION}"
             )
 
-    def insert(self, batch: pa.Table) -> int:
-        """Store a batch of span rows; spans already stored are skipped.  Returns rows added."""
-        columns = ", ".join(COLUMN_NAMES)
+    def insert(self, batch: pa.Table) -> Inserted:
+        """Store a batch of span rows in one statement; spans already stored are skipped, not replaced.
+
+        Returns the rows added and the spans of the batch that were stored before
+        with other content (times, name or parent), which a caller should report.
+        """
         self.con.register("agentscope_batch", batch)
         try:
-            return self.scalar(
-                f"INSERT OR IGNORE INTO spans ({columns}) SELECT {columns} FROM agentscope_batch"
-            )
+            added = int(self.scalar(_INSERT))
+            # Only spans that were already stored can conflict; the new ones match themselves.
+            conflicts = set(self.con.execute(_CONFLICTS).fetchall()) if added < batch.num_rows else set()
         finally:
             self.con.unregister("agentscope_batch")
+        return Inserted(added, frozenset(conflicts))
 
     def scalar(self, sql: str, params: list | None = None) -> object:
         """The single value a query returns (the result is read to the end, as DuckDB requires)."""
