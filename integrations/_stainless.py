@@ -16,7 +16,7 @@ import functools
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -340,8 +340,9 @@ class _Stream(wrapt.ObjectProxy):
         self._self_state = tracked
         weakref.finalize(self, self._self_state.end)
 
-    def __iter__(self) -> _Stream:
-        return self
+    def __iter__(self) -> Iterator[Any]:
+        # A generator: resuming it costs less per chunk than a __next__ call on the proxy.
+        return _timed_chunks(self)
 
     def __next__(self) -> Any:
         tracked = self._self_state
@@ -375,6 +376,34 @@ class _Stream(wrapt.ObjectProxy):
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+def _timed_chunks(proxy: _Stream, clock: Callable[[], int] = time.perf_counter_ns) -> Iterator[Any]:
+    """The chunks of a proxied stream, timed and read as :meth:`_Stream.__next__` does, for ``for`` loops.
+
+    The generator holds ``proxy``: a proxy that only a loop refers to must not be
+    collected (which ends the span) while the loop runs.
+    """
+    tracked = proxy._self_state
+    iterator = tracked.iterator
+    if iterator is None:
+        iterator = tracked.iterator = iter(proxy.__wrapped__)
+    while True:
+        t0 = clock()
+        try:
+            chunk = next(iterator)
+        except StopIteration:
+            tracked.wait_ns += clock() - t0
+            tracked.end(whole_stream_cpu=True)
+            return
+        except Exception as exc:
+            tracked.wait_ns += clock() - t0
+            tracked.end(exc, whole_stream_cpu=True)
+            raise
+        tracked.wait_ns += clock() - t0
+        tracked.chunks += 1
+        tracked.seen(tracked, chunk)
+        yield chunk
 
 
 class _AsyncStream(wrapt.ObjectProxy):
