@@ -284,6 +284,7 @@ class StreamState:
         "rec",
         "seen",
         "state",
+        "stepper",
         "thread",
         "wait_ns",
     )
@@ -300,6 +301,8 @@ class StreamState:
         self.bodies: list[Any] = []
         self.done = False
         self.iterator: Any = None
+        self.stepper: Iterator[Any] | None = None
+        """The generator behind ``next(stream)`` calls (a ``for`` loop gets one of its own)."""
         """The wrapped stream's iterator, kept here because a slot is quicker to read than a proxy's field."""
 
     def first_token(self) -> None:
@@ -342,28 +345,13 @@ class _Stream(wrapt.ObjectProxy):
 
     def __iter__(self) -> Iterator[Any]:
         # A generator: resuming it costs less per chunk than a __next__ call on the proxy.
-        return _timed_chunks(self)
+        return _timed_chunks(self._self_state, self.__wrapped__, keep_alive=self)
 
     def __next__(self) -> Any:
         tracked = self._self_state
-        iterator = tracked.iterator
-        if iterator is None:
-            iterator = tracked.iterator = iter(self.__wrapped__)
-        t0 = _perf_counter_ns()
-        try:
-            chunk = next(iterator)
-        except StopIteration:
-            tracked.wait_ns += _perf_counter_ns() - t0
-            tracked.end(whole_stream_cpu=True)
-            raise
-        except BaseException as exc:
-            tracked.wait_ns += _perf_counter_ns() - t0
-            tracked.end(exc, whole_stream_cpu=True)
-            raise
-        tracked.wait_ns += _perf_counter_ns() - t0
-        tracked.chunks += 1
-        tracked.seen(tracked, chunk)
-        return chunk
+        if tracked.stepper is None:
+            tracked.stepper = _timed_chunks(tracked, self.__wrapped__)
+        return next(tracked.stepper)
 
     def close(self) -> None:
         try:
@@ -378,16 +366,17 @@ class _Stream(wrapt.ObjectProxy):
         self.close()
 
 
-def _timed_chunks(proxy: _Stream, clock: Callable[[], int] = time.perf_counter_ns) -> Iterator[Any]:
-    """The chunks of a proxied stream, timed and read as :meth:`_Stream.__next__` does, for ``for`` loops.
+def _timed_chunks(
+    tracked: StreamState, stream: Any, keep_alive: Any = None, clock: Callable[[], int] = time.perf_counter_ns
+) -> Iterator[Any]:
+    """The chunks of ``stream``, each timed and read; the span ends when the chunks do.
 
-    The generator holds ``proxy``: a proxy that only a loop refers to must not be
-    collected (which ends the span) while the loop runs.
+    ``keep_alive`` is the proxy a ``for`` loop iterates: a proxy only the loop
+    refers to must not be collected (which ends the span) while the loop runs.
     """
-    tracked = proxy._self_state
     iterator = tracked.iterator
     if iterator is None:
-        iterator = tracked.iterator = iter(proxy.__wrapped__)
+        iterator = tracked.iterator = iter(stream)
     while True:
         t0 = clock()
         try:
@@ -396,7 +385,7 @@ def _timed_chunks(proxy: _Stream, clock: Callable[[], int] = time.perf_counter_n
             tracked.wait_ns += clock() - t0
             tracked.end(whole_stream_cpu=True)
             return
-        except Exception as exc:
+        except BaseException as exc:
             tracked.wait_ns += clock() - t0
             tracked.end(exc, whole_stream_cpu=True)
             raise

@@ -121,6 +121,20 @@ def test_stream_time_to_first_content_chunk_and_usage(instrumented, sim):
     assert a[A.STREAM_WAIT_NS] <= span.end_time - span.start_time
 
 
+def test_next_then_a_loop_read_one_stream_and_end_its_span_once(instrumented, sim):
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    stream = client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+    first, second = next(stream), next(stream)
+    rest = list(stream)
+    assert first.choices[0].delta.role == "assistant" and second.choices[0].delta.content
+    assert len(rest) == 8
+    with pytest.raises(StopIteration):
+        next(stream)
+    (span,) = llm_spans(instrumented)
+    assert span.attributes[A.STREAM_CHUNKS] == 8 + 2
+    assert span.attributes[A.GEN_AI_RESPONSE_TTFC] > 0
+
+
 @pytest.mark.parametrize("how", ["close", "with", "gc"])
 def test_stream_closed_early_ends_its_span_once(instrumented, sim, how):
     client = openai.OpenAI(base_url=sim.base_url, api_key="k")
