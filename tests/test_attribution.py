@@ -55,6 +55,39 @@ def test_callers_time_between_chunks_is_the_callers_not_decode():
     assert ms_by_key(t) == {"inference.unsplit": 10, "inference.decode": 30, "other": 60}
 
 
+@pytest.mark.parametrize("via_http", [False, True], ids=["under the call", "under its HTTP attempt"])
+def test_the_providers_own_span_gives_the_call_its_timings(via_http):
+    server_parent = "H" if via_http else "L"
+    t = trace(
+        span("R", None, "task", 0, 1000),
+        span("L", "R", "llm", 0, 1000, input_tokens=900, output_tokens=100),
+        *([span("H", "L", "http", 10, 990, span_kind="CLIENT")] if via_http else []),
+        span(
+            "S",
+            server_parent,
+            "llm",
+            100,
+            900,
+            span_kind="SERVER",
+            server_queue_ms=100,
+            server_prefill_ms=200,
+            server_decode_ms=450,
+            input_tokens=900,
+            output_tokens=100,
+        ),
+        span("C", "S", "llm", 200, 850, server_prefill_ms=200, server_decode_ms=450),
+    )
+    assert ms_by_key(t) == {
+        "queue.provider": 100,
+        "inference.prefill": 200,
+        "inference.decode": 450,
+        "network": 250,  # 200 outside the provider's span, 50 inside it not in its timings
+    }
+    result = explain(t, 0).result
+    assert (result.llm_calls, result.input_tokens, result.serial_llm_calls) == (1, 900, 1)
+    assert set(result.operations) == {"L"}
+
+
 def test_no_timings_at_all_is_unsplit():
     t = trace(span("R", None, "task", 0, 100), span("L", "R", "llm", 20, 100))
     assert ms_by_key(t) == {"inference.unsplit": 80, "other": 20}

@@ -263,6 +263,43 @@ def test_429_then_success_shows_failed_attempts_and_backoff_in_blame(tmp_path):
     assert mean["queue"]["components"]["provider"] == pytest.approx(5, rel=0.05)
 
 
+def test_a_provider_tracing_its_requests_joins_the_call_and_gives_its_timings(tmp_path):
+    profile = Profile(
+        queue_ms=10, prefill_ms=30, tokens_per_s=400, output_tokens=8, timings="none", traced=True
+    )
+    server = SimServer(profile).start()
+    instrumentor = OpenAIInstrumentor()
+    store = tmp_path / "joined.duckdb"
+    ags.init(store=store, instrument=False)
+    instrumentor.instrument()
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k")
+
+        @ags.task
+        def ask():
+            client.chat.completions.create(model="gpt-oss-120b", messages=MESSAGES)
+
+        for _ in range(3):
+            ask()
+    finally:
+        instrumentor.uninstrument()
+        ags.shutdown()
+        server.stop()
+    with Store(store, read_only=True) as opened:
+        spans = opened.con.execute("SELECT span_id, parent_id, kind, span_kind, name FROM spans").fetchall()
+        report = blame_store(opened)
+    calls = {span_id for span_id, _, kind, span_kind, _ in spans if kind == "llm" and span_kind != "SERVER"}
+    served = [(parent, kind) for _, parent, kind, span_kind, name in spans if name == "llm_request"]
+    assert len(calls) == 3 and len(served) == 3
+    assert all(parent in calls and kind == "llm" for parent, kind in served)  # joined under each call
+    mean = {row["category"]: row for row in report["mean"]}
+    assert mean["queue"]["components"]["provider"] == pytest.approx(10, rel=0.05)
+    assert mean["inference"]["components"]["prefill"] == pytest.approx(30, rel=0.05)
+    assert mean["inference"]["components"]["decode"] == pytest.approx(20, rel=0.05)
+    assert mean["inference"]["components"].get("unsplit", 0) == 0
+    assert report["serial_llm_calls"]["p95"] == 1
+
+
 def test_async_client_stream_and_call(instrumented, sim):
     async def main():
         client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")

@@ -51,6 +51,7 @@ VALUE_RULES: tuple[tuple[str, Mapping[str, str]], ...] = (
 
 PRESENCE_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
     ((A.GEN_AI_PROVIDER_NAME, "gen_ai.system"), "llm"),
+    ((A.SERVER_QUEUE_MS, A.SERVER_PREFILL_MS, A.SERVER_DECODE_MS), "llm"),
     ((A.DB_SYSTEM_NAME, "db.system"), "db"),
     ((A.HTTP_REQUEST_METHOD, "http.method"), "http"),
 )

@@ -35,30 +35,69 @@ def _ms_to_ns(value: float | None) -> float | None:
     return None if value is None else max(0.0, float(value)) * 1e6
 
 
+_TIMINGS = ("server_queue_ms", "server_prefill_ms", "server_decode_ms", "server_total_ms")
+
+
+def provider_span(trace: Trace, i: int) -> int | None:
+    """The provider's own span of LLM call ``i``, if the provider traced it into the same trace.
+
+    A server that joins the call's trace (vLLM and SGLang do, given the
+    ``traceparent`` the integrations send) records a SERVER span under the call,
+    or under its HTTP attempt; its timings are the call's server timings.
+    """
+    span_kinds, rows, kind = trace.batch["span_kind"], trace.rows, trace.kind
+    for c in trace.children[i]:
+        if span_kinds[rows[c]] == "SERVER":
+            return c
+        if kind[c] == "http":
+            for g in trace.children[c]:
+                if span_kinds[rows[g]] == "SERVER":
+                    return g
+    return None
+
+
+def _timings_row(trace: Trace, i: int, provider: int | None) -> int:
+    """The row holding call ``i``'s server timings: its own, else its provider span's."""
+    row = trace.rows[i]
+    if provider is None or any(trace.batch[column][row] is not None for column in _TIMINGS):
+        return row
+    return trace.rows[provider]
+
+
 def llm_components(
-    trace: Trace, i: int, duration: int, before_first_token: int = 0
+    trace: Trace,
+    i: int,
+    duration: int,
+    before_first_token: int = 0,
+    provider: int | None = None,
+    own: bool = False,
 ) -> list[tuple[str, float]]:
     """The LLM split of DESIGN §4 for ``duration`` ns of call ``i``, in ns; ``caller`` is the caller's.
 
     ``duration`` is the call's own time (its children — failed attempts, backoff
     sleeps — are blamed on their own); ``before_first_token`` is how much of that
     children's time came before the first token, so the time to first token
-    counts only the call's own part.
+    counts only the call's own part.  ``provider`` is the provider's own span
+    (:func:`provider_span`), whose timings stand in for missing ones; with one,
+    the call's ``own`` time, outside the provider's span, is all transport.
     """
     if duration <= 0:
         return [(C.UNSPLIT, 0.0)]
-    batch, row = trace.batch, trace.rows[i]
-    wait = batch["stream_wait_ns"][row]
+    batch = trace.batch
+    wait = batch["stream_wait_ns"][trace.rows[i]]
     caller = float(max(0, trace.end[i] - trace.start[i] - wait)) if wait is not None else 0.0
     caller = min(caller, float(duration))
     inner = duration - caller
+    row = _timings_row(trace, i, provider)
     queue = _ms_to_ns(batch["server_queue_ms"][row])
     prefill = _ms_to_ns(batch["server_prefill_ms"][row])
     decode = _ms_to_ns(batch["server_decode_ms"][row])
     total = _ms_to_ns(batch["server_total_ms"][row])
-    ttft = batch["ttft_s"][row]
+    ttft = batch["ttft_s"][trace.rows[i]]
     parts: list[tuple[str, float]]
-    if prefill is not None or decode is not None or (queue is not None and total is None):
+    if provider is not None and own:
+        parts = [("network", inner)]
+    elif prefill is not None or decode is not None or (queue is not None and total is None):
         q, p, d = queue or 0.0, prefill or 0.0, decode or 0.0
         server = q + p + d
         if server > inner:
@@ -180,10 +219,13 @@ class Mixes(NamedTuple):
     own: dict[int, Mix]
     """Each span's mix of its own time."""
     leaves: set[int]
-    """Spans whose subtree takes their mix (failed attempts, transport HTTP)."""
+    """Spans whose subtree takes their mix (failed attempts, transport HTTP, the provider's spans)."""
     between: dict[int, Mix]
     """For some spans, the mix of their own time *between* children (an LLM call's time between
     its HTTP attempts is backoff)."""
+    provider_side: set[int]
+    """Spans the provider recorded of an LLM call (its SERVER span and what is under it): part of
+    the call, not calls, tokens or operations of their own."""
 
 
 BACKOFF_MIX: Mix = ((C.BACKOFF, 1.0),)
@@ -194,9 +236,11 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> Mixes:
 
     A failed attempt and everything under it is ``retry.failed``; an HTTP span
     directly under an LLM call is that call's transport and takes the call's
-    split; an LLM call's own time (what its children do not cover) is split by
+    split, and so does the provider's own span of the call (:func:`provider_span`);
+    an LLM call's own time (what its children do not cover) is split by
     its server timings or time to first token, except between its attempts,
-    where it was sleeping before a retry.
+    where it was sleeping before a retry, and except that with a provider span
+    the time outside it is transport.
     Such a span is a leaf: what runs under it takes its mix, so attribution and
     what-if treat it alike.
     """
@@ -204,12 +248,16 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> Mixes:
     mixes: dict[int, Mix] = {}
     leaves: set[int] = set()
     between: dict[int, Mix] = {}
+    providers: dict[int, int | None] = {}
+    provider_side: set[int] = set()
     kind, parent = trace.kind, trace.parent
     for i in spans:
         p = parent[i]
         if p in leaves:
             mixes[i] = mixes[p]
             leaves.add(i)
+            if p in provider_side or providers.get(parent[p]) == i:
+                provider_side.add(i)
             continue
         if i in failed:
             mixes[i] = FAILED_MIX
@@ -217,16 +265,22 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> Mixes:
             continue
         k = kind[i]
         duration = trace.end[i] - trace.start[i]
-        if k == "llm":
+        if p != -1 and kind[p] == "llm" and (k == "http" or providers.get(p) == i):
+            # The call's transport, or the provider's own span of it: split like the call.
+            provider = providers.get(p)
+            mixes[i] = _as_mix(llm_components(trace, p, duration, 0, provider), mixes.get(parent[p]))
+            leaves.add(i)
+            if provider == i:
+                provider_side.add(i)
+        elif k == "llm":
+            providers[i] = provider = provider_span(trace, i)
             own, before_first = _own_time(trace, i)
-            mixes[i] = _as_mix(llm_components(trace, i, own, before_first), mixes.get(p))
+            parts = llm_components(trace, i, own, before_first, provider, own=True)
+            mixes[i] = _as_mix(parts, mixes.get(p))
             if any(kind[c] == "http" for c in trace.children[i]):
                 between[i] = BACKOFF_MIX
-        elif k == "http" and p != -1 and kind[p] == "llm":
-            mixes[i] = _as_mix(llm_components(trace, p, duration), mixes.get(parent[p]))
-            leaves.add(i)
         elif k in FIXED_MIX:
             mixes[i] = FIXED_MIX[k]
         else:
             mixes[i] = _cpu_mix(trace, i)
-    return Mixes(mixes, leaves, between)
+    return Mixes(mixes, leaves, between, provider_side)

@@ -109,7 +109,7 @@ def explain(
     ``tables`` are ``whatif.reductions(variants)``, passed in when explaining many tasks.
     """
     spans = trace.descendants(task)
-    mixes, leaves, between = span_mixes(trace, spans)
+    mixes, leaves, between, provider_side = span_mixes(trace, spans)
     segments = critical_path(trace, task)
     components = [0.0] * len(C.KEYS)
     index = C.KEY_INDEX
@@ -126,7 +126,7 @@ def explain(
             components[index[key]] += length * fraction
         for label in chains[span]:
             path_ns[label] = path_ns.get(label, 0.0) + length
-        if kind[span] == "llm":
+        if kind[span] == "llm" and span not in provider_side:
             serial_llm.add(span)
     operations: dict[str, tuple[str, float, int]] = {}
     llm_calls = input_tokens = output_tokens = cached_tokens = 0
@@ -134,6 +134,8 @@ def explain(
     rows, batch, parent = trace.rows, trace.batch, trace.parent
     inputs, outputs, cached = batch["input_tokens"], batch["output_tokens"], batch["cached_tokens"]
     for i in spans:
+        if i in provider_side:  # the provider's record of a call counted already
+            continue
         k = kind[i]
         if k == "llm":
             row = rows[i]

@@ -34,6 +34,10 @@ class Profile:
     ``openai-processing-ms`` header), ``cerebras`` (``time_info``, seconds), ``vllm`` (``metrics``,
     ms), ``llamacpp`` (``timings``, ms), ``ollama`` (``*_duration``, ns), ``tgi`` (``x-queue-time``,
     ``x-inference-time`` … headers, ms; none on streams) or ``none``."""
+    traced: bool = False
+    """Join the caller's trace as vLLM does with tracing on: a SERVER span ``llm_request`` per chat
+    completion, under the caller's ``traceparent``, with vLLM's ``gen_ai.latency.*`` timings (seconds),
+    recorded through this process's OpenTelemetry tracer provider."""
     seed: int | None = None
 
     def draw(self, rng: random.Random, value: float) -> float:

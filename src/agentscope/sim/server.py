@@ -9,16 +9,18 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import orjson
 import uvicorn
+from opentelemetry import propagate, trace
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from agentscope.sdk.clock import now_ns
 from agentscope.sim.profile import Profile
 
 WORDS = ("the", "agent", "checks", "the", "ticket", "and", "drafts", "a", "reply", "for", "the", "customer")
@@ -121,6 +123,7 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
         return profile.draw(rng, profile.queue_ms), profile.draw(rng, profile.prefill_ms), decode_ms
 
     async def chat(request: Request) -> Response:
+        arrival_ns = now_ns()
         body = await admit(request)
         if isinstance(body, Response):
             return body
@@ -149,14 +152,22 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
         words = _completion_words(tokens)
         created = int(time.time())
         fields, timing_headers = timing_report(profile.timings, queue_ms, prefill_ms, decode_ms, tokens)
+
+        def traced() -> None:
+            if profile.traced:
+                attributes = _vllm_attributes(request_id, model, queue_ms, prefill_ms, decode_ms, usage)
+                record_request(request.headers, arrival_ns, attributes)
+
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            chunks = _stream(
+                request_id, model, created, words, decode_ms, usage, include_usage, profile, fields
+            )
             return StreamingResponse(
-                _stream(request_id, model, created, words, decode_ms, usage, include_usage, profile, fields),
-                media_type="text/event-stream",
-                headers={"x-request-id": request_id},
+                _then(chunks, traced), media_type="text/event-stream", headers={"x-request-id": request_id}
             )
         await asyncio.sleep(decode_ms / 1000)
+        traced()
         headers = {"x-request-id": request_id, **timing_headers}
         if profile.timings == "openai":
             headers["openai-processing-ms"] = str(int((time.perf_counter() - started) * 1000 + queue_ms))
@@ -317,6 +328,44 @@ async def _responses_stream(
     message = _output_message(response["id"], text, "completed")
     yield event("response.output_item.done", output_index=0, item=message)
     yield event("response.completed", response=response | {"output": [message]})
+
+
+def record_request(headers: Mapping[str, str], start_ns: int, attributes: dict[str, Any]) -> None:
+    """Record a request as an inference server with tracing on does: a SERVER span in the caller's trace.
+
+    The caller's ``traceparent`` header puts the span under the caller's span;
+    the span goes to this process's OpenTelemetry tracer provider.
+    """
+    context = propagate.extract(dict(headers))
+    tracer = trace.get_tracer("agentscope.sim")
+    span = tracer.start_span(
+        "llm_request", context=context, kind=trace.SpanKind.SERVER, start_time=start_ns, attributes=attributes
+    )
+    span.end(end_time=now_ns())
+
+
+def _vllm_attributes(
+    request_id: str, model: str, queue_ms: float, prefill_ms: float, decode_ms: float, usage: dict[str, Any]
+) -> dict[str, Any]:
+    """vLLM's request span attributes (seconds)."""
+    return {
+        "gen_ai.request.id": request_id,
+        "gen_ai.response.model": model,
+        "gen_ai.usage.prompt_tokens": usage["prompt_tokens"],
+        "gen_ai.usage.completion_tokens": usage["completion_tokens"],
+        "gen_ai.latency.time_in_queue": queue_ms / 1000,
+        "gen_ai.latency.time_to_first_token": (queue_ms + prefill_ms) / 1000,
+        "gen_ai.latency.time_in_model_prefill": prefill_ms / 1000,
+        "gen_ai.latency.time_in_model_decode": decode_ms / 1000,
+        "gen_ai.latency.e2e": (queue_ms + prefill_ms + decode_ms) / 1000,
+    }
+
+
+async def _then(chunks: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
+    """``chunks``, then ``done()`` once they are all sent."""
+    async for chunk in chunks:
+        yield chunk
+    done()
 
 
 async def _anthropic_stream(
