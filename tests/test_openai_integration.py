@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections import Counter
 
 import openai
 import pytest
@@ -231,30 +232,34 @@ def test_exception_from_the_sdk_is_unchanged_and_recorded(instrumented):
     assert span.attributes[A.ERROR_TYPE] == "InternalServerError"
 
 
-def test_429_then_success_shows_failed_attempts_and_backoff_in_blame(tmp_path):
-    server = SimServer(
-        Profile(queue_ms=5, prefill_ms=20, rate_limit_rate=0.4, retry_after_ms=40, seed=7)
-    ).start()
+def tasks_into_store(store, profile: Profile, tasks: int, **client_options) -> tuple[list[tuple], dict]:
+    """Run ``tasks`` one-call tasks against a simulated provider into ``store``; its spans and blame."""
+    server = SimServer(profile).start()
     instrumentor = OpenAIInstrumentor()
-    store = tmp_path / "retries.duckdb"
     ags.init(store=store, instrument=False)
     instrumentor.instrument()
     try:
-        client = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=10)
+        client = openai.OpenAI(base_url=server.base_url, api_key="k", **client_options)
 
         @ags.task
         def ask():
             client.chat.completions.create(model="gpt-oss-120b", messages=MESSAGES)
 
-        for _ in range(10):
+        for _ in range(tasks):
             ask()
     finally:
         instrumentor.uninstrument()
         ags.shutdown()
         server.stop()
     with Store(store, read_only=True) as opened:
-        kinds = dict(opened.con.execute("SELECT kind, count(*) FROM spans GROUP BY kind").fetchall())
-        report = blame_store(opened)
+        spans = opened.con.execute("SELECT span_id, parent_id, kind, span_kind, name FROM spans").fetchall()
+        return spans, blame_store(opened)
+
+
+def test_429_then_success_shows_failed_attempts_and_backoff_in_blame(tmp_path):
+    profile = Profile(queue_ms=5, prefill_ms=20, rate_limit_rate=0.4, retry_after_ms=40, seed=7)
+    spans, report = tasks_into_store(tmp_path / "retries.duckdb", profile, 10, max_retries=10)
+    kinds = Counter(kind for _, _, kind, _, _ in spans)
     assert kinds["llm"] == 10 and kinds["http"] >= 3 and kinds["backoff"] == kinds["http"]
     mean = {row["category"]: row for row in report["mean"]}
     assert mean["retry"]["components"]["failed"] > 0
@@ -267,27 +272,7 @@ def test_a_provider_tracing_its_requests_joins_the_call_and_gives_its_timings(tm
     profile = Profile(
         queue_ms=10, prefill_ms=30, tokens_per_s=400, output_tokens=8, timings="none", traced=True
     )
-    server = SimServer(profile).start()
-    instrumentor = OpenAIInstrumentor()
-    store = tmp_path / "joined.duckdb"
-    ags.init(store=store, instrument=False)
-    instrumentor.instrument()
-    try:
-        client = openai.OpenAI(base_url=server.base_url, api_key="k")
-
-        @ags.task
-        def ask():
-            client.chat.completions.create(model="gpt-oss-120b", messages=MESSAGES)
-
-        for _ in range(3):
-            ask()
-    finally:
-        instrumentor.uninstrument()
-        ags.shutdown()
-        server.stop()
-    with Store(store, read_only=True) as opened:
-        spans = opened.con.execute("SELECT span_id, parent_id, kind, span_kind, name FROM spans").fetchall()
-        report = blame_store(opened)
+    spans, report = tasks_into_store(tmp_path / "joined.duckdb", profile, 3)
     calls = {span_id for span_id, _, kind, span_kind, _ in spans if kind == "llm" and span_kind != "SERVER"}
     served = [(parent, kind) for _, parent, kind, span_kind, name in spans if name == "llm_request"]
     assert len(calls) == 3 and len(served) == 3

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from agentscope import attributes as A
 from agentscope.classify import VALUE_RULES, aliases_sql, kind_sql
+from agentscope.ingest.otlp import SPAN_KINDS, STATUS
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
 from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
 from agentscope.store.store import connect
@@ -70,14 +71,17 @@ _REQUEST = {
 }
 STRUCTURE = json.dumps(_REQUEST)
 
-_SPAN_KINDS = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
-_STATUSES = ("UNSET", "OK", "ERROR")
 
+def _enum_sql(column: str, table: dict[int, str | None], prefix: str) -> str:
+    """An OTLP enum given as its number or its (prefixed) name, as the name; NULL if unknown.
 
-def _enum_sql(column: str, names: tuple[str, ...], first: int, prefix: str) -> str:
-    """An OTLP enum given as its number or its (prefixed) name, as the name; NULL if unknown."""
-    numbers = " ".join(f"WHEN '{n}' THEN '{name}'" for n, name in enumerate(names, start=first))
-    by_name = " ".join(f"WHEN '{name}' THEN '{name}' WHEN '{prefix}{name}' THEN '{name}'" for name in names)
+    ``table`` is the Python reader's table of the enum (:data:`otlp.SPAN_KINDS`, :data:`otlp.STATUS`).
+    """
+    named = {number: name for number, name in table.items() if name is not None}
+    numbers = " ".join(f"WHEN '{number}' THEN '{name}'" for number, name in named.items())
+    by_name = " ".join(
+        f"WHEN '{name}' THEN '{name}' WHEN '{prefix}{name}' THEN '{name}'" for name in named.values()
+    )
     return f"CASE {column} {numbers} ELSE CASE upper({column}) {by_name} END END"
 
 
@@ -175,10 +179,10 @@ WITH parsed AS (
          ELSE lower(s.parentSpanId) END AS parent_id,
     s.name ->> '$' AS name,
     json_type(s.name) AS name_type,
-    {_enum_sql("s.kind", _SPAN_KINDS, 1, "SPAN_KIND_")} AS span_kind,
+    {_enum_sql("s.kind", SPAN_KINDS, "SPAN_KIND_")} AS span_kind,
     TRY_CAST(s.startTimeUnixNano AS BIGINT) AS start_ns,
     TRY_CAST(s.endTimeUnixNano AS BIGINT) AS end_ns,
-    coalesce({_enum_sql("s.status.code", _STATUSES, 0, "STATUS_CODE_")}, 'UNSET') AS status,
+    coalesce({_enum_sql("s.status.code", STATUS, "STATUS_CODE_")}, 'UNSET') AS status,
     nullif(s.status.message, '') AS status_message,
     scope,
     {_entries_sql("s.attributes")} AS entries
