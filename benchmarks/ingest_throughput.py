@@ -1,10 +1,11 @@
 """Ingest throughput: agentscope ingest of OTLP JSON lines next to DuckDB's own read_json.
 
-    python benchmarks/ingest_throughput.py [--sizes 100000 1000000]
+    python benchmarks/ingest_throughput.py [--sizes 100000 1000000] [--spans-per-line N]
 
 Generates OTLP JSON lines of agent-shaped traces (a task root and 20 children
 with GenAI, tool, DB and HTTP attributes; 50 traces per line, as a Collector
-file exporter batches them), then in one run, each in a fresh child process:
+file exporter batches them; ``--spans-per-line 1`` writes a request per span
+instead, as some exporters do), then in one run, each in a fresh child process:
 
 - agentscope: ``ingest()`` into a new store (parse, classify, normalise, insert);
 - DuckDB ``read_json`` with an explicit schema and ``records=true``, spans
@@ -60,7 +61,7 @@ def kv(key: str, value: object) -> dict:
     return {"key": key, "value": {"stringValue": str(value)}}
 
 
-def write_file(path: Path, spans: int) -> int:
+def write_file(path: Path, spans: int, spans_per_line: int | None = None) -> int:
     base = 1_700_000_000_000_000_000
     written = 0
     trace_no = 0
@@ -100,15 +101,17 @@ def write_file(path: Path, spans: int) -> int:
                             "status": {},
                         }
                     )
-            request = {
-                "resourceSpans": [
-                    {
-                        "resource": {"attributes": [kv("service.name", "bench")]},
-                        "scopeSpans": [{"scope": {"name": "bench"}, "spans": line_spans}],
-                    }
-                ]
-            }
-            out.write(json.dumps(request) + "\n")
+            step = spans_per_line or len(line_spans)
+            for k in range(0, len(line_spans), step):
+                request = {
+                    "resourceSpans": [
+                        {
+                            "resource": {"attributes": [kv("service.name", "bench")]},
+                            "scopeSpans": [{"scope": {"name": "bench"}, "spans": line_spans[k : k + step]}],
+                        }
+                    ]
+                }
+                out.write(json.dumps(request) + "\n")
             written += len(line_spans)
     return written
 
@@ -165,6 +168,7 @@ def run(code: str, *args: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--spans-per-line", type=int, default=None, help="default: 50 traces a line")
     args = parser.parse_args()
     print(
         "| spans | file (MB) | DuckDB read_json spans/s | agentscope ingest spans/s | ratio | "
@@ -174,7 +178,7 @@ def main() -> None:
     for size in args.sizes:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "spans.jsonl"
-            spans = write_file(path, size)
+            spans = write_file(path, size, args.spans_per_line)
             mb = path.stat().st_size / 1e6
             duck = run(DUCKDB, str(path), os.path.join(tmp, "flat.duckdb"))
             ours = run(AGENTSCOPE, str(path), os.path.join(tmp, "store.duckdb"))

@@ -36,8 +36,9 @@ from agentscope.store.store import connect
 
 BLOCK_BYTES = 16 << 20
 """Text handed to DuckDB at a time: large enough to keep its threads busy, small enough for memory."""
-LINES_PER_BATCH = 4
-"""Lines per Arrow record batch; DuckDB scans batches in parallel, so a block needs several."""
+BATCH_BYTES = 256 << 10
+"""Text per Arrow record batch: DuckDB scans batches in parallel, so a block needs several, but each
+batch costs a pipeline run, so a file of one small span per line must not get a batch per line."""
 LONG_LINE_BYTES = 8 << 20
 """Longer lines go to the Python reader, which cuts oversized values rather than parse them whole."""
 ROUTED_MARKERS = (b"kvlistValue", b"bytesValue", b"instrumentationLibrary")
@@ -263,10 +264,12 @@ class Parsed:
 
 def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) -> Parsed:
     """Rows (in ``spans`` column order) of the lines the query takes exactly; the others' numbers."""
+    whole = b"".join(block)
+    markers = [marker for marker in ROUTED_MARKERS if marker in whole]  # usually none: one scan a block
     routed = {
         first + i
         for i, line in enumerate(block)
-        if len(line) > LONG_LINE_BYTES or not line.strip() or any(marker in line for marker in ROUTED_MARKERS)
+        if len(line) > LONG_LINE_BYTES or not line.strip() or (markers and any(m in line for m in markers))
     }
     numbers = [first + i for i in range(len(block)) if first + i not in routed]
     try:
@@ -305,7 +308,9 @@ def _lines_table(numbers: list[int], texts: list[bytes]) -> pa.Table:
     """Numbered lines as a table of small record batches, so DuckDB reads them in parallel."""
     table = pa.table({"line": pa.array(numbers, pa.int64()), "text": pa.array(texts, pa.binary())})
     table = table.set_column(1, "text", table.column("text").cast(pa.string()))
-    return pa.Table.from_batches(table.to_batches(max_chunksize=LINES_PER_BATCH), schema=table.schema)
+    size = sum(len(text) for text in texts)
+    per_batch = max(1, len(texts) * BATCH_BYTES // max(1, size))
+    return pa.Table.from_batches(table.to_batches(max_chunksize=per_batch), schema=table.schema)
 
 
 def _utf8(line: bytes) -> bool:
