@@ -36,6 +36,7 @@ from agentscope.budget.pipeline import budget_store
 from agentscope.ingest.receiver import DEFAULT_MAX_BODY, Receiver
 from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
+from agentscope.store.store import is_interrupt
 
 app = typer.Typer(
     name="agentscope",
@@ -189,6 +190,11 @@ def ingest_command(
             summary = ingest_with_progress(opened, paths, console)
     except UsageProblem as exc:
         raise fail(str(exc)) from None
+    except KeyboardInterrupt:
+        message = (
+            f"interrupted; {target} keeps whole batches only, and loading the same files again completes it"
+        )
+        raise fail(message, 130) from None
     Console().print(summary_table(summary, str(target)))
     print_problems(summary, console)
     if not summary.ok:
@@ -380,7 +386,10 @@ def main() -> None:
     """The console script; an unexpected error is one line on stderr (AGENTSCOPE_DEBUG=1: the traceback)."""
     try:
         app()
-    except Exception as exc:
+    except (KeyboardInterrupt, Exception) as exc:
+        if is_interrupt(exc):
+            Console(stderr=True).print("[red]interrupted[/red]", highlight=False)
+            sys.exit(130)
         if os.environ.get("AGENTSCOPE_DEBUG") == "1":
             raise
         Console(stderr=True).print(

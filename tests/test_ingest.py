@@ -296,6 +296,31 @@ def test_a_killed_ingest_leaves_whole_batches_and_can_be_redone(tmp_path):
         assert store.span_count() == 90_000
 
 
+def test_ctrl_c_stops_ingest_with_whole_batches_and_no_traceback(tmp_path):
+    path = tmp_path / "big.jsonl"
+    with path.open("w") as out:
+        for n in range(30_000):
+            out.write(dumps(agent_trace_otlp(f"{n + 1:032x}")) + "\n")
+    store_path = tmp_path / "interrupted.duckdb"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentscope.cli", "ingest", str(path), "--store", str(store_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not store_path.exists() or store_path.stat().st_size < 2_000_000):
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in out + err
+    with Store(store_path, read_only=True) as store:
+        partial = store.span_count()
+    assert 0 < partial < 90_000 and partial % BATCH_ROWS == 0, partial
+
+
 def test_bad_lines_get_the_same_problems_whichever_reader_took_the_good_ones(tmp_path, monkeypatch):
     from agentscope.ingest import otlp_duckdb
 

@@ -174,6 +174,11 @@ class _Batches:
         finally:
             self.writer.close()
 
+    def abandon(self) -> None:
+        """Stop (Ctrl-C): let the batch being written finish, drop the rows not yet written."""
+        self.tables, self.lines, self.rows = [], [], 0
+        self.writer.close()
+
     def _write(self, size: int) -> None:
         table = pa.concat_tables(self.tables)
         self.writer.write(table.slice(0, size), self.lines[:size])
@@ -273,8 +278,10 @@ def ingest_file(
         summary.add_problem(Problem(name, position.line + 1, f"the file ends early: {exc}"), skipped=False)
     except UnicodeDecodeError as exc:
         summary.add_problem(Problem(name, position.line + 1, f"not UTF-8 text: {exc.reason}"), skipped=False)
-    finally:
-        batches.flush()
+    except BaseException:
+        batches.abandon()
+        raise
+    batches.flush()
 
 
 _TASKS = """

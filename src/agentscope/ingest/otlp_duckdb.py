@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 
@@ -32,7 +33,7 @@ from agentscope.classify import VALUE_RULES, aliases_sql, kind_sql
 from agentscope.ingest.otlp import SPAN_KINDS, STATUS
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
 from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
-from agentscope.store.store import connect
+from agentscope.store.store import connect, is_interrupt
 
 BLOCK_BYTES = 16 << 20
 """Text handed to DuckDB at a time: large enough to keep its threads busy, small enough for memory."""
@@ -324,7 +325,8 @@ def _utf8(line: bytes) -> bool:
 def _query(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> pa.Table | None:
     con.register("lines", lines)
     try:
-        return con.sql(QUERY).to_arrow_table()
+        with _interruptible():
+            return con.sql(QUERY).to_arrow_table()
     except duckdb.InvalidInputException:
         return None
     finally:
@@ -334,6 +336,18 @@ def _query(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> pa.Table | None:
 def _valid(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> list[bool]:
     con.register("lines", lines)
     try:
-        return [bool(v) for (v,) in con.sql("SELECT json_valid(text) FROM lines").fetchall()]
+        with _interruptible():
+            return [bool(v) for (v,) in con.sql("SELECT json_valid(text) FROM lines").fetchall()]
     finally:
         con.unregister("lines")
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C during a query is a KeyboardInterrupt, not the error DuckDB turns it into."""
+    try:
+        yield
+    except (duckdb.InterruptException, RuntimeError) as exc:
+        if is_interrupt(exc):
+            raise KeyboardInterrupt from None
+        raise

@@ -43,6 +43,13 @@ class Inserted:
     """(trace id, span id) of spans stored before with other content; the stored ones were kept."""
 
 
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` is how DuckDB reports a query stopped by Ctrl-C (it takes the signal itself)."""
+    if isinstance(exc, KeyboardInterrupt | duckdb.InterruptException):
+        return True
+    return isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()
+
+
 class StoreError(Exception):
     """The store cannot be opened or written (locked, unwritable, newer schema)."""
 
