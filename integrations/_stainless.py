@@ -22,7 +22,7 @@ from typing import Any
 
 import wrapt
 from agentscope.integrations._llm import get, provider_for, server_timings, usage_counts
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 
 from agentscope import attributes as A
 from agentscope.sdk._safety import report
@@ -32,7 +32,6 @@ from agentscope.sdk.recording import LLMCall, Recording, clean_attributes, start
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agentscope_llm_sdk_call", default=None)
 _PROVIDERS: weakref.WeakKeyDictionary[Any, tuple[Any, str]] = weakref.WeakKeyDictionary()
 """Client → (the base URL its provider was read from, or None when set by hand; the provider)."""
-_perf_counter_ns = time.perf_counter_ns
 _PROXY = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 """What every wrapt wrapper is an instance of (wrapt 2 split it from ObjectProxy)."""
 
@@ -81,7 +80,7 @@ class _Call:
         "peer_scopes",
         "request",
         "status",
-        "traceparent",
+        "trace_headers",
     )
 
     def __init__(self, own_span: bool, peer_scopes: tuple[str, ...] = ()) -> None:
@@ -92,7 +91,8 @@ class _Call:
         self.status: int | None = None
         self.request: Any = None
         """The attempt's request; its method and host are read only if the attempt fails."""
-        self.traceparent: str | None = None
+        self.trace_headers: dict[str, str] | None = None
+        """The call's context as propagation headers (``traceparent`` …), made at its first attempt."""
 
 
 def _peer_span(scopes: tuple[str, ...]) -> trace.Span | None:
@@ -301,9 +301,9 @@ class StreamState:
         self.bodies: list[Any] = []
         self.done = False
         self.iterator: Any = None
+        """The wrapped stream's iterator, kept here because a slot is quicker to read than a proxy's field."""
         self.stepper: Iterator[Any] | None = None
         """The generator behind ``next(stream)`` calls (a ``for`` loop gets one of its own)."""
-        """The wrapped stream's iterator, kept here because a slot is quicker to read than a proxy's field."""
 
     def first_token(self) -> None:
         """The first content or tool-call delta arrived (a role-only chunk does not count)."""
@@ -411,18 +411,18 @@ class _AsyncStream(wrapt.ObjectProxy):
         iterator = tracked.iterator
         if iterator is None:
             iterator = tracked.iterator = self.__wrapped__.__aiter__()
-        t0 = _perf_counter_ns()
+        t0 = time.perf_counter_ns()
         try:
             chunk = await iterator.__anext__()
         except StopAsyncIteration:
-            tracked.wait_ns += _perf_counter_ns() - t0
+            tracked.wait_ns += time.perf_counter_ns() - t0
             tracked.end()
             raise
         except BaseException as exc:
-            tracked.wait_ns += _perf_counter_ns() - t0
+            tracked.wait_ns += time.perf_counter_ns() - t0
             tracked.end(exc)
             raise
-        tracked.wait_ns += _perf_counter_ns() - t0
+        tracked.wait_ns += time.perf_counter_ns() - t0
         tracked.chunks += 1
         tracked.seen(tracked, chunk)
         return chunk
@@ -469,22 +469,14 @@ def attempt_begins(request: Any) -> _Call | None:
         return state
     state.request = request
     try:
-        if state.traceparent is None:
-            state.traceparent = _traceparent()
-        if state.traceparent:
-            request.headers["traceparent"] = state.traceparent
+        if state.trace_headers is None:
+            state.trace_headers = {}
+            propagate.inject(state.trace_headers)  # the configured propagators, W3C by default
+        for key, value in state.trace_headers.items():
+            request.headers[key] = value
     except Exception as exc:
         report("propagating trace context to the provider", exc)
     return state
-
-
-def _traceparent() -> str:
-    """The W3C ``traceparent`` of the current span (the call's), or "" outside a valid one."""
-    context = trace.get_current_span().get_span_context()
-    if not context.is_valid:
-        return ""
-    flags = "01" if context.trace_flags.sampled else "00"
-    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{flags}"
 
 
 def attempt_ends(state: _Call | None, response: Any) -> None:

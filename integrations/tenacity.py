@@ -10,7 +10,9 @@ counterpart), where the span is opened by the attempt's context manager.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import itertools
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from agentscope.integrations._spans import open_span, traced, traced_async
@@ -24,6 +26,44 @@ def _name(fn: Any) -> str:
     return f"attempt {getattr(fn, '__qualname__', getattr(fn, '__name__', 'call'))}"
 
 
+def _backoff_sleep(original: Callable[[float], None], attempt: Callable[[], int]) -> Callable[[float], None]:
+    """``original`` sleep as a backoff span, numbered by the attempt that failed before it."""
+
+    def sleep(seconds: float) -> None:
+        with backoff(planned_s=float(seconds), attempt=attempt()):
+            original(seconds)
+
+    return sleep
+
+
+def _backoff_sleep_async(
+    original: Callable[[float], Awaitable[None]], attempt: Callable[[], int]
+) -> Callable[[float], Awaitable[None]]:
+    async def sleep(seconds: float) -> None:
+        async with backoff(planned_s=float(seconds), attempt=attempt()):
+            await original(seconds)
+
+    return sleep
+
+
+@contextmanager
+def _sleeping_as_backoff(
+    instance: Any, make: Callable[[Any, Callable[[], int]], Any], attempt: Callable[[], int]
+) -> Iterator[None]:
+    """Swap the retrying object's sleep for one that makes backoff spans; put it back afterwards."""
+    original_sleep = instance.sleep
+    instance.sleep = make(original_sleep, attempt)
+    try:
+        yield
+    finally:
+        instance.sleep = original_sleep
+
+
+def _counter() -> Callable[[], int]:
+    """1, 2, 3, … on each call: the number of the attempt a sleep follows, where no state says it."""
+    return functools.partial(next, itertools.count(1))
+
+
 def _call(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
     fn, *rest = args
     attempt = 0
@@ -35,17 +75,8 @@ def _call(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict)
         attempt += 1
         return traced(name, "step", {A.ATTEMPT: attempt}, lambda: fn(*a, **k))
 
-    original_sleep = instance.sleep
-
-    def sleep(seconds: float) -> None:
-        with backoff(planned_s=float(seconds), attempt=attempt):
-            original_sleep(seconds)
-
-    instance.sleep = sleep
-    try:
+    with _sleeping_as_backoff(instance, _backoff_sleep, lambda: attempt):
         return wrapped(one_attempt, *rest, **kwargs)
-    finally:
-        instance.sleep = original_sleep
 
 
 async def _call_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -59,17 +90,8 @@ async def _call_async(wrapped: Callable[..., Any], instance: Any, args: tuple, k
         attempt += 1
         return await traced_async(name, "step", {A.ATTEMPT: attempt}, lambda: fn(*a, **k))
 
-    original_sleep = instance.sleep
-
-    async def sleep(seconds: float) -> None:
-        async with backoff(planned_s=float(seconds), attempt=attempt):
-            await original_sleep(seconds)
-
-    instance.sleep = sleep
-    try:
+    with _sleeping_as_backoff(instance, _backoff_sleep_async, lambda: attempt):
         return await wrapped(one_attempt, *rest, **kwargs)
-    finally:
-        instance.sleep = original_sleep
 
 
 _ATTEMPT_SPAN = "_agentscope_span"
@@ -96,36 +118,18 @@ def _attempt_exit(wrapped: Callable[..., Any], instance: Any, args: tuple, kwarg
 
 def _iterate(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
     """``for attempt in Retrying()``: the sleeps between attempts become backoff spans."""
-    original_sleep = instance.sleep
-    slept = 0
-
-    def sleep(seconds: float) -> None:
-        nonlocal slept
-        slept += 1
-        with backoff(planned_s=float(seconds), attempt=slept):
-            original_sleep(seconds)
-
-    instance.sleep = sleep
-    try:
+    with _sleeping_as_backoff(instance, _backoff_sleep, _counter()):
         yield from wrapped(*args, **kwargs)
-    finally:
-        instance.sleep = original_sleep
 
 
 def _aiter(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-    """``async for attempt in AsyncRetrying()`` starts: install a sleep that makes backoff spans."""
+    """``async for attempt in AsyncRetrying()`` starts: install a sleep that makes backoff spans.
+
+    There is no end to wrap, so :func:`_anext` gives the object its own sleep back.
+    """
     if _ORIGINAL_SLEEP not in instance.__dict__:
-        original_sleep = instance.sleep
-        slept = 0
-
-        async def sleep(seconds: float) -> None:
-            nonlocal slept
-            slept += 1
-            async with backoff(planned_s=float(seconds), attempt=slept):
-                await original_sleep(seconds)
-
-        setattr(instance, _ORIGINAL_SLEEP, original_sleep)
-        instance.sleep = sleep
+        setattr(instance, _ORIGINAL_SLEEP, instance.sleep)
+        instance.sleep = _backoff_sleep_async(instance.sleep, _counter())
     return wrapped(*args, **kwargs)
 
 
