@@ -114,19 +114,19 @@ def _value_ok_sql(v: str) -> str:
 
 def _entries_sql(attributes: str) -> str:
     """An OTLP attribute list as ``{k, v, s, n, ok}`` structs (key, JSON value, string, number, exact)."""
-    array = "a.value.arrayValue"
+    elements = "coalesce(a.value.arrayValue.values, [])"
+    only_array = (
+        "a.value.arrayValue IS NOT NULL AND a.value.stringValue IS NULL AND a.value.boolValue IS NULL "
+        "AND a.value.intValue IS NULL AND a.value.doubleValue IS NULL"
+    )
     value = (
-        f"CASE WHEN {array} IS NOT NULL AND a.value.stringValue IS NULL AND a.value.boolValue IS NULL "
-        f"AND a.value.intValue IS NULL AND a.value.doubleValue IS NULL "
-        f"THEN to_json(list_transform(coalesce({array}.values, []), lambda x: {_value_sql('x')})) "
+        f"CASE WHEN {only_array} THEN to_json(list_transform({elements}, lambda x: {_value_sql('x')})) "
         f"ELSE coalesce({_value_sql('a.value')}, 'null'::JSON) END"
     )
     ok = (
         f"a.key IS NOT NULL AND json_type(a.key) = 'VARCHAR' AND a.value IS NOT NULL AND "
-        f"CASE WHEN {array} IS NOT NULL AND a.value.stringValue IS NULL AND a.value.boolValue IS NULL "
-        f"AND a.value.intValue IS NULL AND a.value.doubleValue IS NULL "
-        f"THEN list_bool_and(list_transform(coalesce({array}.values, []), lambda x: {_value_ok_sql('x')})) "
-        f"IS NOT false "
+        f"CASE WHEN {only_array} "
+        f"THEN list_bool_and(list_transform({elements}, lambda x: {_value_ok_sql('x')})) IS NOT false "
         f"ELSE {_value_ok_sql('a.value')} END"
     )
     number = (
@@ -142,7 +142,7 @@ def _entries_sql(attributes: str) -> str:
 def _column_sql(key: str) -> str:
     """A digits-only attribute (thread id, CPU ns) as a BIGINT column, as :func:`make_row` reads it."""
     found = f"list_filter(entries, lambda x: x.k = '{key}')[1].s"
-    return f"TRY_CAST(CASE WHEN regexp_full_match({found}, '[0-9]+') THEN {found} END AS BIGINT)"
+    return f"TRY_CAST(nullif(regexp_extract({found}, '^[0-9]+$'), '') AS BIGINT)"
 
 
 _WHOLE = (
@@ -193,7 +193,7 @@ WITH parsed AS (
   SELECT *,
     list_transform(entries, lambda x: x.k) AS keys,
     list_bool_and(list_transform(entries, lambda x: x.ok)) IS NOT false
-      AND len(list_distinct(list_transform(entries, lambda x: x.k))) = len(entries) AS entries_ok,
+      AND len(list_distinct(keys)) = len(keys) AS entries_ok,
     list_filter(entries, lambda x: x.k NOT IN ('{A.CPU_NS}', '{A.THREAD_ID}')
       AND NOT {A.sensitive_sql("x.k")}) AS kept,
     CASE WHEN entries_ok THEN map_from_entries(list_transform(
@@ -265,13 +265,7 @@ class Parsed:
 
 def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) -> Parsed:
     """Rows (in ``spans`` column order) of the lines the query takes exactly; the others' numbers."""
-    whole = b"".join(block)
-    markers = [marker for marker in ROUTED_MARKERS if marker in whole]  # usually none: one scan a block
-    routed = {
-        first + i
-        for i, line in enumerate(block)
-        if len(line) > LONG_LINE_BYTES or not line.strip() or (markers and any(m in line for m in markers))
-    }
+    routed = _routed_before_parsing(first, block)
     numbers = [first + i for i in range(len(block)) if first + i not in routed]
     try:
         lines = _lines_table(numbers, [block[n - first] for n in numbers])
@@ -281,28 +275,48 @@ def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) 
         lines = _lines_table(numbers, [block[n - first] for n in numbers])
     try:
         table = _query(con, lines)
+        if table is None:  # a line that is not JSON: leave it to the Python reader, and query the rest
+            valid = _valid(con, lines)
+            routed.update(n for n, ok in zip(numbers, valid) if not ok)
+            numbers = [n for n, ok in zip(numbers, valid) if ok]
+            table = _query(con, lines.filter(pa.array(valid, pa.bool_())))
     except duckdb.OutOfMemoryException:  # the Python reader takes lines one at a time
+        table = None
+    if table is None:
         return Parsed(ARROW_SCHEMA.empty_table(), [], sorted(routed | set(numbers)))
-    if table is None:  # a line that is not JSON: leave it to the Python reader, and query the rest
-        valid = _valid(con, lines)
-        routed.update(n for n, ok in zip(numbers, valid) if not ok)
-        numbers = [n for n, ok in zip(numbers, valid) if ok]
-        table = _query(con, lines.filter(pa.array(valid, pa.bool_())))
-        if table is None:
-            return Parsed(ARROW_SCHEMA.empty_table(), [], sorted(routed | set(numbers)))
+    untaken = _untaken(table, numbers)
+    taken = table.filter(
+        pc.invert(pc.is_in(table.column("line"), value_set=pa.array(sorted(untaken), pa.int64())))
+    )
+    rows = taken.select(list(COLUMN_NAMES)).cast(ARROW_SCHEMA)
+    return Parsed(rows, taken.column("line").to_pylist(), sorted(routed | untaken))
+
+
+def _routed_before_parsing(first: int, block: list[bytes]) -> set[int]:
+    """Lines that are blank, too long, or carry a marker of what the query does not read."""
+    whole = b"".join(block)
+    markers = [marker for marker in ROUTED_MARKERS if marker in whole]  # usually none: one scan a block
+    return {
+        first + i
+        for i, line in enumerate(block)
+        if len(line) > LONG_LINE_BYTES or not line.strip() or (markers and any(m in line for m in markers))
+    }
+
+
+def _untaken(table: pa.Table, numbers: list[int]) -> set[int]:
+    """Lines the query read but does not take: a span failed a check, a span is repeated in the
+    block (the Python reader keeps the first and says so), or the line held no span at all."""
     line = table.column("line")
     bad = pc.filter(line, pc.invert(table.column("ok")))
     repeated = table.group_by(["trace_id", "span_id"]).aggregate([("line", "count")])
     repeated = repeated.filter(pc.greater(repeated.column("line_count"), 1))
-    if repeated.num_rows:  # a span twice in one block: the Python reader keeps the first and says so
+    if repeated.num_rows:
         twice = pc.is_in(table.column("span_id"), value_set=repeated.column("span_id"))
         bad = pa.concat_arrays([bad.combine_chunks(), pc.filter(line, twice).combine_chunks()])
-    bad_lines = set(pc.unique(bad).to_pylist())
+    untaken = set(pc.unique(bad).to_pylist())
     with_spans = set(pc.unique(line).to_pylist())
-    bad_lines.update(n for n in numbers if n not in with_spans)  # requests without spans, or not requests
-    taken = table.filter(pc.invert(pc.is_in(line, value_set=pa.array(sorted(bad_lines), pa.int64()))))
-    rows = taken.select(list(COLUMN_NAMES)).cast(ARROW_SCHEMA)
-    return Parsed(rows, taken.column("line").to_pylist(), sorted(routed | bad_lines))
+    untaken.update(n for n in numbers if n not in with_spans)
+    return untaken
 
 
 def _lines_table(numbers: list[int], texts: list[bytes]) -> pa.Table:
@@ -323,31 +337,28 @@ def _utf8(line: bytes) -> bool:
 
 
 def _query(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> pa.Table | None:
-    con.register("lines", lines)
+    """The query's rows for ``lines``; None if one of them is not JSON."""
     try:
-        with _interruptible():
+        with _registered(con, lines):
             return con.sql(QUERY).to_arrow_table()
     except duckdb.InvalidInputException:
         return None
-    finally:
-        con.unregister("lines")
 
 
 def _valid(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> list[bool]:
-    con.register("lines", lines)
-    try:
-        with _interruptible():
-            return [bool(v) for (v,) in con.sql("SELECT json_valid(text) FROM lines").fetchall()]
-    finally:
-        con.unregister("lines")
+    with _registered(con, lines):
+        return [bool(v) for (v,) in con.sql("SELECT json_valid(text) FROM lines").fetchall()]
 
 
 @contextmanager
-def _interruptible() -> Iterator[None]:
-    """Ctrl-C during a query is a KeyboardInterrupt, not the error DuckDB turns it into."""
+def _registered(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> Iterator[None]:
+    """``lines`` as the query's ``lines`` table; Ctrl-C in a query is a KeyboardInterrupt."""
+    con.register("lines", lines)
     try:
         yield
     except (duckdb.InterruptException, RuntimeError) as exc:
         if is_interrupt(exc):
             raise KeyboardInterrupt from None
         raise
+    finally:
+        con.unregister("lines")
