@@ -249,6 +249,7 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> Mixes:
     leaves: set[int] = set()
     between: dict[int, Mix] = {}
     providers: dict[int, int | None] = {}
+    """LLM call → the provider's own span of it, if any."""
     provider_side: set[int] = set()
     kind, parent = trace.kind, trace.parent
     for i in spans:
@@ -256,7 +257,7 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> Mixes:
         if p in leaves:
             mixes[i] = mixes[p]
             leaves.add(i)
-            if p in provider_side or providers.get(parent[p]) == i:
+            if p in provider_side:
                 provider_side.add(i)
             continue
         if i in failed:
@@ -267,13 +268,12 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> Mixes:
         duration = trace.end[i] - trace.start[i]
         if p != -1 and kind[p] == "llm" and (k == "http" or providers.get(p) == i):
             # The call's transport, or the provider's own span of it: split like the call.
-            provider = providers.get(p)
-            mixes[i] = _as_mix(llm_components(trace, p, duration, 0, provider), mixes.get(parent[p]))
+            mixes[i] = _as_mix(llm_components(trace, p, duration, 0, providers.get(p)), mixes.get(parent[p]))
             leaves.add(i)
-            if provider == i:
-                provider_side.add(i)
         elif k == "llm":
             providers[i] = provider = provider_span(trace, i)
+            if provider is not None:
+                provider_side.add(provider)
             own, before_first = _own_time(trace, i)
             parts = llm_components(trace, i, own, before_first, provider, own=True)
             mixes[i] = _as_mix(parts, mixes.get(p))
