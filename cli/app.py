@@ -169,6 +169,13 @@ def emit(text: str, output: Path | None) -> None:
         output.write_text(text, encoding="utf-8")
 
 
+NoRepairOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-repair", help="Walk foreign traces exactly as recorded (no enclosed-sibling repair, §5.1)."
+    ),
+]
+
 StoreOption = Annotated[
     Path | None,
     typer.Option("--store", help="Store to read (default ./agentscope.duckdb or $AGENTSCOPE_STORE)."),
@@ -269,6 +276,7 @@ def blame(
     chip: Annotated[str | None, typer.Option("--chip", help="A chip preset (see docs/cli.md).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="table, json or markdown.")] = "table",
     output: Annotated[Path | None, typer.Option("--output", help="Write the report to this file.")] = None,
+    no_repair: NoRepairOption = False,
 ) -> None:
     """Where the p95 goes, and what a faster chip (or anything else) would change."""
     try:
@@ -276,7 +284,7 @@ def blame(
             raise UsageProblem(f"--format {fmt!r}: choose table, json or markdown")
         scenarios, headline = scenarios_for(speedup or [], chip)
         with open_store(paths, store, Console(stderr=True)) as opened:
-            report = blame_store(opened, scenarios, percentile, task, headline)
+            report = blame_store(opened, scenarios, percentile, task, headline, repair=not no_repair)
             where = opened.path
     except UsageProblem as exc:
         raise fail(str(exc)) from None
@@ -318,6 +326,7 @@ def budget(
     chip: Annotated[str | None, typer.Option("--chip", help="A chip preset for the what-if rows.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="markdown, json or html.")] = "markdown",
     output: Annotated[Path | None, typer.Option("--output", help="Write the document to this file.")] = None,
+    no_repair: NoRepairOption = False,
 ) -> None:
     """Latency and token cost as a document procurement can read."""
     try:
@@ -345,6 +354,7 @@ def budget(
                 headline=headline,
                 model_map=mapping,
                 task_name=task,
+                repair=not no_repair,
             )
             where = opened.path
     except UsageProblem as exc:
@@ -365,17 +375,26 @@ def show(
     trace_id: Annotated[str, typer.Argument(help="The trace to draw (32 hex digits).")],
     store: StoreOption = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    no_repair: NoRepairOption = False,
 ) -> None:
-    """Draw one task's waterfall with its critical path marked."""
+    """Draw one task's waterfall with its critical path marked (a trace without a task: its root)."""
     try:
         if fmt not in ("table", "json"):
             raise UsageProblem(f"--format {fmt!r}: choose table or json")
         with open_store(None, store, Console(stderr=True)) as opened:
-            explanation = explain_stored_trace(opened, trace_id.lower())
+            explanation = explain_stored_trace(opened, trace_id.lower(), repair=not no_repair)
+            where = opened.path
     except UsageProblem as exc:
         raise fail(str(exc)) from None
     if explanation is None:
-        raise fail(f"no task in trace {trace_id} (unknown trace, or no llm/tool span in it)", EXIT_NOTHING)
+        raise fail(f"no trace {trace_id} in {where}", EXIT_NOTHING)
+    if not explanation.is_task:
+        root = explanation.trace.value("name", explanation.task)
+        Console(stderr=True).print(
+            f"note: trace {trace_id} holds no task (a span of kind task, or an agent invocation or root "
+            f"with an llm or tool span under it); explaining its root span {root!r} instead",
+            highlight=False,
+        )
     if fmt == "json":
         emit(json.dumps(trace_report(explanation), indent=2), None)
     else:

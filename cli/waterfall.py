@@ -15,6 +15,7 @@ WIDTH = 48
 def waterfall(explanation: TraceExplanation) -> Group:
     trace, task, result = explanation.trace, explanation.task, explanation.result
     origin, total = trace.start[task], max(1, trace.end[task] - trace.start[task])
+    repaired = {r.span for r in explanation.repairs()}
     on_path: dict[int, int] = {}
     for span, a, b in explanation.segments:
         on_path[span] = on_path.get(span, 0) + (b - a)
@@ -39,6 +40,8 @@ def waterfall(explanation: TraceExplanation) -> Group:
         bar.append("█" * (hi - lo) if critical else "░" * (hi - lo), style=color)
         name = Text("  " * depth + ("● " if critical else "  "), style="bold red" if critical else "")
         name.append(trace.value("name", span) or "")
+        if span in repaired:
+            name.append(" ↳", style="yellow")
         table.add_row(
             name,
             trace.kind[span],
@@ -53,10 +56,19 @@ def waterfall(explanation: TraceExplanation) -> Group:
     attribution = "  ".join(
         f"{category} {ms_text(ns / 1e6)}" for category, ns in result.category_ns().items() if ns > 0
     )
+    what = "" if explanation.is_task else "  (no task in this trace: its root)"
     header = Text(
-        f"{result.name}  trace {result.trace_id}  {ms_text(result.duration_ns / 1e6)}", style="bold"
+        f"{result.name}  trace {result.trace_id}  {ms_text(result.duration_ns / 1e6)}{what}", style="bold"
     )
     notes = [Text("● on the critical path; █ blocking, ░ off the path", style="dim"), Text(attribution)]
+    if repaired:
+        notes.append(
+            Text(
+                f"↳ {len(repaired)} span(s) moved under the leaf step that encloses them "
+                "(foreign-trace repair; --no-repair shows the tree as recorded)",
+                style="yellow",
+            )
+        )
     if trace.orphans:
         notes.append(Text(f"{len(trace.orphans)} orphan span(s): parent not in the trace", style="yellow"))
     return Group(header, table, *notes)

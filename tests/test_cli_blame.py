@@ -179,7 +179,7 @@ def test_show_json_and_waterfall(store_path):
         (["blame", "--chip", "h100"], 2, "unknown --chip"),
         (["blame", "--format", "xml"], 2, "choose table, json or markdown"),
         (["blame", "--task", "nope"], 1, "no tasks named 'nope'"),
-        (["show", "f" * 32], 1, "no task in trace"),
+        (["show", "f" * 32], 1, "no trace ffffffff"),
     ],
 )
 def test_errors_are_messages_with_exit_codes(store_path, args, code, message):

@@ -32,10 +32,10 @@ def batch(*spans: dict[str, Any]) -> SpanBatch:
     return SpanBatch.from_any(as_columns(spans))
 
 
-def trace(*spans: dict[str, Any]) -> Trace:
+def trace(*spans: dict[str, Any], repair: bool = True) -> Trace:
     b = batch(*spans)
     (rows,) = list(b.traces())
-    return Trace.build(b, rows)
+    return Trace.build(b, rows, repair=repair)
 
 
 def path(t: Trace, task: int = 0) -> list[tuple[str, float, float]]:

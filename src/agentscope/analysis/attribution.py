@@ -175,23 +175,47 @@ def _cpu_mix(trace: Trace, i: int) -> Mix:
     return (("cpu", share), ("other", 1.0 - share))
 
 
+def _errored(trace: Trace, i: int) -> bool:
+    """Whether span ``i`` ended in error: status ERROR, or an HTTP status of 400 or more."""
+    row = trace.rows[i]
+    code = trace.batch["http_status"][row]
+    return trace.batch["status"][row] == "ERROR" or (code is not None and code >= 400)
+
+
 def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
-    """Spans that ended in error and were followed by another attempt of the same operation."""
+    """Attempts that failed and were retried (DESIGN §4).
+
+    A span that ended in error and was followed, under the same parent, by
+    another attempt of the same operation (same name, or a higher attempt
+    number).  Under an LLM call, an HTTP attempt that ended in error while the
+    call went on past it — something under the call started after it, or the
+    call itself did not fail — even when the successful attempt has no span of
+    its own (the usual single 429: the SDK's retry is inside the call).
+    """
     failed = set()
     status, attempts = trace.batch["status"], trace.batch["attempt"]
-    rows, labels = trace.rows, trace.label
+    rows, labels, kind, start, end = trace.rows, trace.label, trace.kind, trace.start, trace.end
     for i in spans:
         kids = trace.children[i]
-        errors = [c for c in kids if status[rows[c]] == "ERROR"]
+        errors = [c for c in kids if _errored(trace, c)]
+        if not errors:
+            continue
+        call_succeeded = kind[i] == "llm" and status[rows[i]] != "ERROR"
         for c in errors:
             key = labels[c]
             attempt = attempts[rows[c]]
+            transport = kind[i] == "llm" and kind[c] == "http"
+            if transport and call_succeeded:
+                failed.add(c)
+                continue
             for other in kids:
-                if other == c or trace.start[other] < trace.end[c]:
+                if other == c or start[other] < end[c]:
                     continue
                 other_attempt = attempts[rows[other]]
-                if labels[other] == key or (
-                    attempt is not None and other_attempt is not None and other_attempt > attempt
+                if (
+                    transport
+                    or labels[other] == key
+                    or (attempt is not None and other_attempt is not None and other_attempt > attempt)
                 ):
                     failed.add(c)
                     break

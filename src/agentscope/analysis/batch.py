@@ -31,6 +31,7 @@ COLUMNS = (
     "operation",
     "label",
     "attempt",
+    "http_status",
     "ttft_s",
     "stream_wait_ns",
     "server_queue_ms",
@@ -62,7 +63,9 @@ def _int_or_none(values: list[Any]) -> list[Any]:
     return [None if _is_null(v) else int(v) for v in values]
 
 
-INT_COLUMNS = frozenset({"start_ns", "end_ns", "thread_id", "cpu_ns", "attempt", "stream_wait_ns"})
+INT_COLUMNS = frozenset(
+    {"start_ns", "end_ns", "thread_id", "cpu_ns", "attempt", "http_status", "stream_wait_ns"}
+)
 INT_COLUMNS |= {"input_tokens", "output_tokens", "cached_tokens"}
 
 

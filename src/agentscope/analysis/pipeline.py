@@ -34,6 +34,7 @@ def task_results(
     variants: Sequence[Mapping[str, float]] = (),
     task_name: str | None = None,
     workers: int | None = None,
+    repair: bool = True,
 ) -> list[TaskResult]:
     """Every task in the store (optionally only those named ``task_name``).
 
@@ -44,13 +45,13 @@ def task_results(
     results: list[TaskResult] = []
     if workers <= 1:
         for batch in span_batches(store):
-            results.extend(analyze(batch, variants, task_name=task_name))
+            results.extend(analyze(batch, variants, task_name=task_name, repair=repair))
         return results
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool, collector_paused():
         pending: deque[Future[list[TaskResult]]] = deque()
         for batch in span_batches(store):
-            pending.append(pool.submit(analyze, batch, variants, task_name=task_name))
+            pending.append(pool.submit(analyze, batch, variants, task_name=task_name, repair=repair))
             while len(pending) > workers:
                 results.extend(pending.popleft().result())
         while pending:
@@ -65,19 +66,29 @@ def blame_store(
     task_name: str | None = None,
     headline: Scenario | None = None,
     workers: int | None = None,
+    repair: bool = True,
 ) -> dict[str, Any] | None:
     """The ``agentscope.blame/v1`` report of the store, or None when it holds no task."""
-    results = task_results(store, report.variants(scenarios), task_name, workers)
+    results = task_results(store, report.variants(scenarios), task_name, workers, repair)
     if not results:
         return None
     return report.blame(results, scenarios, percentile, headline)
 
 
-def explain_stored_trace(store: Store, trace_id: str) -> TraceExplanation | None:
-    """The first task of one stored trace, explained; None if the trace holds no task."""
+def explain_stored_trace(store: Store, trace_id: str, *, repair: bool = True) -> TraceExplanation | None:
+    """The first task of one stored trace, explained; None if the trace is not in the store.
+
+    A trace that holds no task has its earliest root explained instead
+    (``is_task`` is False), so any trace can be drawn.
+    """
     batch = SpanBatch.from_any(trace_spans(store, trace_id))
     if not len(batch):
         return None
-    trace = Trace.build(batch, list(range(len(batch))))
+    trace = Trace.build(batch, list(range(len(batch))), repair=repair)
     tasks = sorted(trace.tasks(), key=lambda i: trace.start[i])
-    return explain(trace, tasks[0]) if tasks else None
+    if tasks:
+        return explain(trace, tasks[0])
+    root = min(trace.roots or range(len(trace)), key=lambda i: (trace.start[i], -trace.end[i]))
+    explanation = explain(trace, root)
+    explanation.is_task = False
+    return explanation

@@ -218,6 +218,7 @@ def blame(
         },
         "inference_split_measured": measured / (measured + unsplit) if measured + unsplit > 0 else 0.0,
         "whatif": whatif,
+        "repaired_spans": sum(r.repaired for r in results),
     }
     report["verdict"] = verdict(percentile, _ms(p_ns), _ms(headline_new_ns), headline, budget, operations)
     return report
@@ -231,14 +232,20 @@ def trace_report(explanation: TraceExplanation) -> dict[str, Any]:
 
     A segment on a span whose time is mixed (an LLM call: queue, prefill, decode,
     network) is listed as consecutive pieces, one per component, in that order.
+    Times are integer nanoseconds from the task's start until the last step, so
+    adjacent pieces share their bounds exactly.
     """
     trace, task, result = explanation.trace, explanation.task, explanation.result
     origin = trace.start[task]
     path = []
     for span, a, b in explanation.segments:
-        cursor = float(a)
-        for key, fraction in explanation.mixes[span]:
-            piece_end = cursor + (b - a) * fraction
+        lo, length = a - origin, b - a
+        cumulative = 0.0
+        piece_start = lo
+        mix = explanation.segment_mix(span, a, b)
+        for n, (key, fraction) in enumerate(mix):
+            cumulative += fraction
+            piece_end = b - origin if n == len(mix) - 1 else lo + round(length * cumulative)
             category, _, component = key.partition(".")
             path.append(
                 {
@@ -246,16 +253,21 @@ def trace_report(explanation: TraceExplanation) -> dict[str, Any]:
                     "name": trace.value("name", span),
                     "category": category,
                     "component": component or None,
-                    "start_ms": _ms(cursor - origin),
-                    "end_ms": _ms(piece_end - origin),
+                    "start_ms": _ms(piece_start),
+                    "end_ms": _ms(piece_end),
                 }
             )
-            cursor = piece_end
+            piece_start = piece_end
     return {
         "schema": TRACE_SCHEMA,
         "trace_id": result.trace_id,
+        "explained": "task" if explanation.is_task else "root",
         "task": {"name": result.name, "span_id": result.span_id, "duration_ms": _ms(result.duration_ns)},
         "critical_path": path,
         "attribution": {category: _ms(ns) for category, ns in result.category_ns().items()},
         "orphans": [trace.span_id(i) for i in trace.orphans],
+        "repaired": [
+            {"span_id": trace.span_id(r.span), "rule": r.rule, "new_parent_id": trace.span_id(r.new_parent)}
+            for r in explanation.repairs()
+        ],
     }

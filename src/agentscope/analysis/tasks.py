@@ -18,6 +18,7 @@ from agentscope.analysis import categories as C
 from agentscope.analysis.attribution import OPERATION_KINDS, Mix, span_mixes
 from agentscope.analysis.batch import SpanBatch
 from agentscope.analysis.critical_path import Segment, critical_path
+from agentscope.analysis.repair import Repair
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import reductions, simulate
 
@@ -44,6 +45,8 @@ class TaskResult:
     """New duration under each variant passed to ``analyze``."""
     models: dict[str, list[int]] = field(default_factory=dict)
     """model → [input tokens, output tokens, cached input tokens, calls], for pricing."""
+    repaired: int = 0
+    """Spans of this task moved under another parent before the walk (DESIGN §5.1)."""
 
     def category_ns(self) -> dict[str, float]:
         out = dict.fromkeys(C.CATEGORIES, 0.0)
@@ -60,7 +63,17 @@ class TraceExplanation:
     task: int
     segments: list[Segment]
     mixes: dict[int, Mix]
+    between: dict[int, Mix]
     result: TaskResult
+    is_task: bool = True
+    """False when the trace holds no task and its root is explained instead."""
+
+    def segment_mix(self, span: int, a: int, b: int) -> Mix:
+        """The mix of the critical-path segment ``[a, b]`` on ``span``, as the attribution counted it."""
+        return segment_mix(self.trace, self.mixes, self.between, span, a, b)
+
+    def repairs(self) -> list[Repair]:
+        return task_repairs(self.trace, self.trace.descendants(self.task))
 
 
 def _operation_chains(trace: Trace, spans: Sequence[int]) -> dict[int, tuple[str, ...]]:
@@ -84,6 +97,23 @@ def _between_children(trace: Trace, span: int, a: int, b: int) -> bool:
     clipped = [(max(trace.start[c], lo), min(trace.end[c], hi)) for c in trace.children[span]]
     clipped = [(s, e) for s, e in clipped if s <= e]
     return any(e <= a for _, e in clipped) and any(s >= b for s, _ in clipped)
+
+
+def task_repairs(trace: Trace, spans: Sequence[int]) -> list[Repair]:
+    """The repairs of ``trace`` that moved one of ``spans`` (a task and its descendants)."""
+    if not trace.repairs:
+        return []
+    in_task = set(spans)
+    return [repair for repair in trace.repairs if repair.span in in_task]
+
+
+def segment_mix(
+    trace: Trace, mixes: dict[int, Mix], between: dict[int, Mix], span: int, a: int, b: int
+) -> Mix:
+    """A span's mix for a segment of its own time: between two of its children, its ``between`` mix."""
+    if span in between and _between_children(trace, span, a, b):
+        return between[span]
+    return mixes[span]
 
 
 def _accepted(trace: Trace, task: int) -> bool:
@@ -111,6 +141,7 @@ def explain(
     spans = trace.descendants(task)
     mixes, leaves, between, provider_side = span_mixes(trace, spans)
     segments = critical_path(trace, task)
+    repaired = len(task_repairs(trace, spans))
     components = [0.0] * len(C.KEYS)
     index = C.KEY_INDEX
     chains = _operation_chains(trace, spans)
@@ -119,9 +150,7 @@ def explain(
     kind = trace.kind
     for span, a, b in segments:
         length = b - a
-        mix = mixes[span]
-        if span in between and _between_children(trace, span, a, b):
-            mix = between[span]
+        mix = segment_mix(trace, mixes, between, span, a, b)
         for key, fraction in mix:
             components[index[key]] += length * fraction
         for label in chains[span]:
@@ -168,12 +197,13 @@ def explain(
         output_tokens=output_tokens,
         cached_tokens=cached_tokens,
         models=models,
+        repaired=repaired,
     )
     if variants:
         result.whatif_ns = _simulate_distinct(
             trace, task, mixes, leaves, tables or reductions(variants), between
         )
-    return TraceExplanation(trace, task, segments, mixes, result)
+    return TraceExplanation(trace, task, segments, mixes, between, result)
 
 
 def _simulate_distinct(
@@ -205,19 +235,21 @@ def analyze(
     variants: Sequence[Mapping[str, float]] = (),
     *,
     task_name: str | None = None,
+    repair: bool = True,
 ) -> list[TaskResult]:
     """Attribute every task in a batch of whole traces.
 
     ``spans`` is an Arrow table, a pandas DataFrame or a mapping of columns (see
     ``agentscope.analysis.batch.COLUMNS``); ``variants`` are speedup maps to
-    re-simulate each task under; ``task_name`` keeps only tasks of that name.
+    re-simulate each task under; ``task_name`` keeps only tasks of that name;
+    ``repair=False`` walks foreign trees exactly as recorded (DESIGN §5.1).
     """
     batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
     tables = reductions(variants)
     results = []
     with collector_paused():
         for rows in batch.traces():
-            trace = Trace.build(batch, rows)
+            trace = Trace.build(batch, rows, repair=repair)
             for task in trace.tasks():
                 if task_name is not None and _task_name(trace, task) != task_name:
                     continue

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentscope.analysis.batch import SpanBatch
+from agentscope.analysis.repair import Repair, enclosed_siblings
 
 
 @dataclass
@@ -29,9 +30,12 @@ class Trace:
     roots: list[int] = field(default_factory=list)
     handoffs: list[int] = field(default_factory=list)
     """CONSUMER spans under a PRODUCER: a message handed off, not waited on; off their parent's tree."""
+    repairs: list[Repair] = field(default_factory=list)
+    """Spans moved under another parent before the walk (``agentscope.analysis.repair``)."""
 
     @classmethod
-    def build(cls, batch: SpanBatch, rows: list[int]) -> Trace:
+    def build(cls, batch: SpanBatch, rows: list[int], *, repair: bool = True) -> Trace:
+        """The tree of ``rows`` of ``batch``; ``repair=False`` keeps foreign trees exactly as recorded."""
         trace = cls(batch, rows)
         span_ids = batch["span_id"]
         parent_ids = batch["parent_id"]
@@ -60,6 +64,10 @@ class Trace:
         trace.parent = parents
         if not trace.roots:
             trace.roots = list(trace.orphans)
+        if repair:
+            trace.repairs = enclosed_siblings(
+                trace.start, trace.end, trace.kind, trace.parent, trace.children, trace.handoffs
+            )
         return trace
 
     def __len__(self) -> int:
@@ -84,20 +92,34 @@ class Trace:
     def tasks(self) -> list[int]:
         """The tasks in this trace (DESIGN §5).
 
-        Outermost spans of kind ``task``; else outermost agent invocations (not
-        ``create_agent``); else the roots.  A candidate whose subtree holds no llm
-        and no tool span is not a task.
+        Outermost spans of kind ``task``, whatever they hold (the user said so);
+        else outermost agent invocations (not ``create_agent``) — but where one
+        root holds several of them, they are steps of that root's request (graph
+        nodes, sub-agents) and the root is the task; else the roots.  Such a
+        fallback candidate whose subtree holds no llm and no tool span is not a
+        task (a lone DB query, an agent being constructed).
         """
         kind = self.kind
         operation = self.batch["operation"]
-        candidates = self._outermost(lambda i: kind[i] == "task")
-        if not candidates:
-            candidates = self._outermost(
-                lambda i: kind[i] == "agent" and operation[self.rows[i]] != "create_agent"
-            )
-        if not candidates:
+        explicit = self._outermost(lambda i: kind[i] == "task")
+        if explicit:
+            return explicit
+        agents = self._outermost(lambda i: kind[i] == "agent" and operation[self.rows[i]] != "create_agent")
+        if agents:
+            by_root: dict[int, list[int]] = {}
+            for agent in agents:
+                by_root.setdefault(self.root_of(agent), []).append(agent)
+            candidates = [found[0] if len(found) == 1 else root for root, found in by_root.items()]
+        else:
             candidates = list(self.roots)
         return [c for c in candidates if any(kind[d] in ("llm", "tool") for d in self.descendants(c))]
+
+    def root_of(self, i: int) -> int:
+        """The root (or orphan) above span ``i``."""
+        parent = self.parent
+        while parent[i] != -1:
+            i = parent[i]
+        return i
 
     def _outermost(self, matches: Any) -> list[int]:
         found = []

@@ -24,10 +24,11 @@ def budget_store(
     percentile: float = 95,
     model_map: Mapping[str, str] | None = None,
     task_name: str | None = None,
+    repair: bool = True,
 ) -> dict[str, Any] | None:
     """The ``agentscope.budget/v1`` document for the store, or None when it holds no task."""
     curve = budget_report.curve_scenarios()
-    results = task_results(store, report.variants([*scenarios, *curve]), task_name)
+    results = task_results(store, report.variants([*scenarios, *curve]), task_name, repair=repair)
     if not results:
         return None
     blame = report.blame(results, scenarios, percentile, headline)

@@ -28,6 +28,9 @@ class Profile:
     rate_limit_rate: float = 0.0
     """Share of requests answered 429 with ``retry-after-ms``."""
     retry_after_ms: float = 50.0
+    rate_limit_first: bool = False
+    """Answer 429 to every call's first attempt (``x-stainless-retry-count: 0``), so each call is
+    exactly one 429 and then its retry."""
     timings: str = "groq"
     """In which provider's dialect the response reports its timings (FACTS §3): ``groq``
     (usage.queue_time, prompt_time, completion_time in seconds), ``openai`` (an

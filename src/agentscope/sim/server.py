@@ -10,7 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import uvicorn
@@ -28,6 +28,37 @@ WORDS = ("the", "agent", "checks", "the", "ticket", "and", "drafts", "a", "reply
 
 def _completion_words(n: int) -> list[str]:
     return [WORDS[i % len(WORDS)] + " " for i in range(n)]
+
+
+def tool_calls_for(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls a scripted agent's model makes next, given the request's tools and messages.
+
+    With ``tools`` in the request, the model calls them one per turn, in the
+    order given, then answers; if the first user message asks for them
+    "in parallel", it calls them all in its first turn.  Without tools, or once
+    every tool has answered, it answers in text (no calls).
+    """
+    names = [
+        (tool.get("function") or {}).get("name") or tool.get("name")
+        for tool in body.get("tools") or []
+        if isinstance(tool, Mapping)
+    ]
+    names = [n for n in names if n]
+    if not names:
+        return []
+    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+    answered = sum(1 for m in messages if m.get("role") == "tool")
+    first_user = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    parallel = "in parallel" in first_user
+    chosen = (names if answered == 0 else []) if parallel else names[answered : answered + 1]
+    return [
+        {
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {"name": n, "arguments": "{}"},
+        }
+        for n in chosen
+    ]
 
 
 def timing_report(
@@ -89,12 +120,21 @@ def timing_report(
     return {}, {}
 
 
-def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) -> Starlette:
+def app_for(
+    profile: Profile,
+    seen_headers: list[dict[str, str]] | None = None,
+    served: list[Served] | None = None,
+) -> Starlette:
     """A Starlette app serving ``POST /v1/chat/completions`` with this latency profile.
 
-    ``seen_headers``, if given, collects the headers of the last 100 requests (for tests).
+    ``seen_headers``, if given, collects the headers of the last 100 requests (for tests);
+    ``served`` collects every chat completion request the server answered, with its own timing.
     """
     rng = random.Random(profile.seed)
+
+    def log(arrival_ns: int, status: int) -> None:
+        if served is not None:
+            served.append(Served(arrival_ns, now_ns(), status))
 
     async def admit(request: Request) -> dict[str, Any] | Response:
         """The request's JSON body, or the error response the profile draws for it."""
@@ -105,13 +145,11 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
             return JSONResponse({"error": {"message": "invalid JSON body"}}, status_code=400)
+        if profile.rate_limit_first and _first_attempt(request):
+            return _rate_limited(profile)
         roll = rng.random()
         if roll < profile.rate_limit_rate:
-            return JSONResponse(
-                {"error": {"message": "rate limited", "type": "rate_limit_exceeded"}},
-                status_code=429,
-                headers={"retry-after-ms": str(int(profile.retry_after_ms))},
-            )
+            return _rate_limited(profile)
         if roll < profile.rate_limit_rate + profile.error_rate:
             return JSONResponse({"error": {"message": "simulated server error"}}, status_code=500)
         return body
@@ -126,6 +164,7 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
         arrival_ns = now_ns()
         body = await admit(request)
         if isinstance(body, Response):
+            log(arrival_ns, body.status_code)
             return body
         model = body.get("model") or "sim-model"
         tokens = profile.output_tokens
@@ -153,7 +192,12 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
         created = int(time.time())
         fields, timing_headers = timing_report(profile.timings, queue_ms, prefill_ms, decode_ms, tokens)
 
+        calls = tool_calls_for(body)
+        if calls:
+            words = []
+
         def traced() -> None:
+            log(arrival_ns, 200)
             if profile.traced:
                 attributes = _vllm_attributes(request_id, model, queue_ms, prefill_ms, decode_ms, usage)
                 record_request(request.headers, arrival_ns, attributes)
@@ -161,7 +205,7 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             chunks = _stream(
-                request_id, model, created, words, decode_ms, usage, include_usage, profile, fields
+                request_id, model, created, words, decode_ms, usage, include_usage, profile, fields, calls
             )
             return StreamingResponse(
                 _then(chunks, traced), media_type="text/event-stream", headers={"x-request-id": request_id}
@@ -179,8 +223,9 @@ def app_for(profile: Profile, seen_headers: list[dict[str, str]] | None = None) 
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": "".join(words)},
-                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "".join(words) or None}
+                    | ({"tool_calls": calls} if calls else {}),
+                    "finish_reason": "tool_calls" if calls else "stop",
                 }
             ],
             "usage": usage,
@@ -403,6 +448,7 @@ async def _stream(
     include_usage: bool,
     profile: Profile,
     fields: dict[str, Any],
+    calls: list[dict[str, Any]],
 ) -> AsyncIterator[bytes]:
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
         data = {
@@ -421,10 +467,13 @@ async def _stream(
         if i:
             await asyncio.sleep(per_token)
         yield chunk({"content": word})
+    if calls:
+        await asyncio.sleep(decode_ms / 1000)
+        yield chunk({"tool_calls": [call | {"index": i} for i, call in enumerate(calls)]})
     extra: dict[str, Any] = dict(fields)
     if profile.timings == "groq":
         extra["x_groq"] = {"id": request_id, "usage": usage}
-    yield chunk({}, "stop", **extra)
+    yield chunk({}, "tool_calls" if calls else "stop", **extra)
     if include_usage:
         yield (
             b"data: "
@@ -443,6 +492,32 @@ async def _stream(
     yield b"data: [DONE]\n\n"
 
 
+class Served(NamedTuple):
+    """One chat completion request as the simulated provider saw it: its own measured time."""
+
+    arrival_ns: int
+    end_ns: int
+    """When the last byte of the answer was handed to the server (streams: after the last chunk)."""
+    status: int
+
+    @property
+    def ms(self) -> float:
+        return (self.end_ns - self.arrival_ns) / 1e6
+
+
+def _first_attempt(request: Request) -> bool:
+    """Whether the openai/anthropic SDK says this is a call's first attempt (``x-stainless-retry-count``)."""
+    return request.headers.get("x-stainless-retry-count", "0") == "0"
+
+
+def _rate_limited(profile: Profile) -> Response:
+    return JSONResponse(
+        {"error": {"message": "rate limited", "type": "rate_limit_exceeded"}},
+        status_code=429,
+        headers={"retry-after-ms": str(int(profile.retry_after_ms))},
+    )
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -456,7 +531,9 @@ class SimServer:
         self.profile = profile or Profile()
         self.port = port or free_port()
         self.seen_headers: list[dict[str, str]] = []
-        app = app_for(self.profile, self.seen_headers)
+        self.served: list[Served] = []
+        """Every chat completion request answered, in order (the provider's own timing)."""
+        app = app_for(self.profile, self.seen_headers, self.served)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="agentscope-sim", daemon=True)

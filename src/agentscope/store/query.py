@@ -28,6 +28,7 @@ _EXTRACTED = (
     ("server_address", A.SERVER_ADDRESS, "VARCHAR"),
     ("peer_name", "net.peer.name", "VARCHAR"),
     ("attempt", A.ATTEMPT, "BIGINT"),
+    ("http_status", A.HTTP_RESPONSE_STATUS_CODE, "BIGINT"),
     ("ttft_s", A.GEN_AI_RESPONSE_TTFC, "DOUBLE"),
     ("stream_wait_ns", A.STREAM_WAIT_NS, "BIGINT"),
     ("server_queue_ms", A.SERVER_QUEUE_MS, "DOUBLE"),
@@ -48,8 +49,8 @@ _VALUES = ",\n    ".join(
 
 ANALYSIS_SELECT = f"""
 SELECT trace_id, span_id, parent_id, name, kind, span_kind, start_ns, end_ns, status, thread_id, cpu_ns,
-    operation, attempt, ttft_s, stream_wait_ns, server_queue_ms, server_prefill_ms, server_decode_ms,
-    server_total_ms, task_name, accepted, input_tokens, output_tokens, cached_tokens,
+    operation, attempt, http_status, ttft_s, stream_wait_ns, server_queue_ms, server_prefill_ms,
+    server_decode_ms, server_total_ms, task_name, accepted, input_tokens, output_tokens, cached_tokens,
     CASE kind
         WHEN 'tool' THEN coalesce(tool_name, name)
         WHEN 'llm' THEN coalesce(response_model, request_model, name)

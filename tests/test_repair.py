@@ -1,0 +1,236 @@
+"""Foreign-trace repair (DESIGN §5.1), task selection (§5) and single failed attempts (§4).
+
+The LangGraph trees below are the ones OpenInference's and OpenLLMetry's
+LangChain instrumentations record for ``create_react_agent`` + ``ChatOpenAI``
+(names, kinds and times as exported; times in ms from the trace's start).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from tracebuild import MS, path, span, trace
+
+from agentscope.analysis import KEYS
+from agentscope.analysis.attribution import failed_attempts
+from agentscope.analysis.repair import ENCLOSED_SIBLING
+from agentscope.analysis.report import trace_report
+from agentscope.analysis.tasks import explain
+
+
+def openinference_node(prefix: str, t0: float) -> list[dict]:
+    """One ``agent`` node: OpenInference marks it AGENT (its name has "agent" in it)."""
+    return [
+        span(f"{prefix}0", "root", "agent", t0 + 2.9, t0 + 143.5, name="agent"),
+        span(f"{prefix}1", f"{prefix}0", "step", t0 + 3.5, t0 + 139.7, name="call_model"),
+        span(f"{prefix}2", f"{prefix}0", "step", t0 + 4.0, t0 + 139.0, name="RunnableSequence"),
+        span(f"{prefix}3", f"{prefix}2", "step", t0 + 4.4, t0 + 4.8, name="Prompt"),
+        span(f"{prefix}4", f"{prefix}2", "llm", t0 + 6.6, t0 + 137.7, name="ChatOpenAI"),
+        span(f"{prefix}5", f"{prefix}0", "step", t0 + 140.9, t0 + 141.5, name="should_continue"),
+    ]
+
+
+def openinference_langgraph() -> list[dict]:
+    return [
+        span("root", None, "step", 0, 507.3, name="LangGraph"),
+        *openinference_node("a", 0),
+        span("t0", "root", "step", 145.2, 249.6, name="tools"),
+        span("t1", "t0", "tool", 146.6, 247.9, name="wait_for_shipping"),
+        *openinference_node("b", 250),
+    ]
+
+
+def openllmetry_langgraph() -> list[dict]:
+    def node(prefix: str, t0: float) -> list[dict]:
+        return [
+            span(f"{prefix}0", "wf", "step", t0 + 11.2, t0 + 145.1, name="execute_task agent"),
+            span(f"{prefix}1", f"{prefix}0", "step", t0 + 11.7, t0 + 143.2, name="execute_task call_model"),
+            span(
+                f"{prefix}2",
+                f"{prefix}0",
+                "step",
+                t0 + 12.5,
+                t0 + 143.0,
+                name="execute_task RunnableSequence",
+            ),
+            span(f"{prefix}3", f"{prefix}2", "step", t0 + 13.0, t0 + 13.3, name="execute_task Prompt"),
+            span(f"{prefix}4", f"{prefix}2", "llm", t0 + 14.5, t0 + 142.7, name="ChatOpenAI.chat"),
+            span(
+                f"{prefix}5",
+                f"{prefix}0",
+                "step",
+                t0 + 143.6,
+                t0 + 144.9,
+                name="execute_task should_continue",
+            ),
+        ]
+
+    return [
+        span("create", None, "agent", 0, 5.2, name="create_agent react_agent", operation="create_agent"),
+        span("inv", None, "agent", 5.4, 505.7, name="invoke_agent LangGraph", operation="invoke_agent"),
+        span("wf", "inv", "task", 9.6, 505.7, name="LangGraph.workflow"),
+        *node("a", 0),
+        span("t0", "wf", "step", 146.0, 249.7, name="execute_task tools"),
+        span("t1", "t0", "tool", 147.6, 249.0, name="execute_tool wait_for_shipping"),
+        *node("b", 240),
+    ]
+
+
+def category_ms(t, task: int) -> dict[str, float]:
+    result = explain(t, task).result
+    return {category: ns / MS for category, ns in result.category_ns().items()}
+
+
+@pytest.mark.parametrize(
+    "shape", [openinference_langgraph, openllmetry_langgraph], ids=["openinference", "openllmetry"]
+)
+def test_langgraph_node_span_gets_the_runnable_it_ran(shape):
+    t = trace(*shape())
+    (task,) = t.tasks()
+    moved = {t.span_id(r.span): t.span_id(r.new_parent) for r in t.repairs}
+    assert moved == {"a2": "a1", "b2": "b1"}
+    assert {r.rule for r in t.repairs} == {ENCLOSED_SIBLING}
+    segments = [span_id for span_id, _, _ in path(t, task)]
+    assert "a4" in segments and "b4" in segments  # both model calls are on the critical path
+    spent = category_ms(t, task)
+    model_calls = (137.7 - 6.6) * 2 if shape is openinference_langgraph else (142.7 - 14.5) * 2
+    assert spent["inference"] == pytest.approx(model_calls)
+    assert explain(t, task).result.repaired == 2
+
+
+@pytest.mark.parametrize(
+    "shape", [openinference_langgraph, openllmetry_langgraph], ids=["openinference", "openllmetry"]
+)
+def test_without_repair_the_model_calls_fall_off_the_path(shape):
+    t = trace(*shape(), repair=False)
+    (task,) = t.tasks()
+    assert t.repairs == []
+    assert category_ms(t, task)["inference"] == 0
+    assert explain(t, task).result.repaired == 0
+
+
+def test_openinference_graph_nodes_marked_agent_are_steps_of_the_graph_task():
+    t = trace(*openinference_langgraph())
+    assert [t.span_id(i) for i in t.tasks()] == ["root"]
+
+
+def test_a_single_agent_invocation_under_a_root_is_the_task():
+    t = trace(
+        span("http", None, "step", 0, 100, name="POST /chat"),
+        span("ag", "http", "agent", 5, 95, operation="invoke_agent"),
+        span("llm", "ag", "llm", 10, 90),
+    )
+    assert [t.span_id(i) for i in t.tasks()] == ["ag"]
+
+
+def test_a_leaf_step_that_truly_ran_in_parallel_gives_its_time_to_the_enclosed_work():
+    """The documented limit: a thread that did its own untraced work while the model call ran."""
+    t = trace(
+        span("R", None, "task", 0, 200),
+        span("watchdog", "R", "step", 0, 200, cpu_ns=200 * MS, thread_id=2),
+        span("call", "R", "llm", 50, 150),
+    )
+    assert [t.span_id(r.span) for r in t.repairs] == ["call"]
+    spent = category_ms(t, 0)
+    assert spent["inference"] == pytest.approx(100)  # the step's own CPU for that time is not counted
+    assert spent["cpu"] == pytest.approx(100)
+
+
+def test_no_repair_when_the_leaf_does_not_enclose_the_sibling_or_has_children():
+    t = trace(
+        span("R", None, "task", 0, 300),
+        span("early", "R", "step", 0, 120),  # ends before the call does
+        span("call", "R", "llm", 50, 150),
+        span("busy", "R", "step", 160, 300),
+        span("inner", "busy", "step", 170, 180),
+        span("tool", "R", "tool", 170, 290),  # enclosed by busy, but busy has a child
+        span("note", "R", "step", 175, 280),  # a leaf that encloses nothing with work in it
+        span("log", "R", "step", 176, 180),
+    )
+    assert t.repairs == []
+
+
+def test_the_shortest_enclosing_leaf_takes_the_sibling():
+    t = trace(
+        span("R", None, "task", 0, 300),
+        span("outer", "R", "step", 0, 300),
+        span("node", "R", "step", 40, 160),
+        span("call", "R", "llm", 50, 150),
+    )
+    assert [(t.span_id(r.span), t.span_id(r.new_parent)) for r in t.repairs] == [("call", "node")]
+
+
+def test_an_explicit_task_counts_whatever_it_holds():
+    producer = trace(
+        span("T", None, "task", 0, 50, task_name="enqueue"),
+        span("send", "T", "step", 5, 10, span_kind="PRODUCER"),
+        span("db", "T", "db", 10, 40),
+    )
+    assert [producer.span_id(i) for i in producer.tasks()] == ["T"]
+    assert category_ms(producer, 0)["db"] == pytest.approx(30)
+    lone_query = trace(span("Q", None, "db", 0, 10))
+    assert lone_query.tasks() == []
+
+
+def test_a_single_429_under_a_call_that_succeeded_is_a_failed_attempt():
+    """The openai SDK's usual retry: one failed attempt span, the successful attempt has none."""
+    t = trace(
+        span("R", None, "task", 0, 300),
+        span("L", "R", "llm", 0, 300, server_queue_ms=10, server_prefill_ms=100, server_decode_ms=100),
+        span("H1", "L", "http", 0, 30, http_status=429),
+        span("B", "L", "backoff", 30, 80),
+    )
+    assert failed_attempts(t, t.descendants(0)) == {2}
+    result = explain(t, 0).result
+    spent = {key: ns / MS for key, ns in zip(KEYS, result.components)}
+    assert spent["retry.failed"] == pytest.approx(30)
+    assert spent["retry.backoff"] == pytest.approx(50)
+    assert spent["inference.prefill"] + spent["inference.decode"] == pytest.approx(200)
+
+
+def test_an_error_attempt_of_a_call_that_failed_is_the_calls_time_unless_retried():
+    failed_call = trace(
+        span("R", None, "task", 0, 100),
+        span("L", "R", "llm", 0, 100, status="ERROR"),
+        span("H1", "L", "http", 0, 95, status="ERROR", http_status=400),
+    )
+    assert failed_attempts(failed_call, failed_call.descendants(0)) == set()
+    retried_then_failed = trace(
+        span("R", None, "task", 0, 200),
+        span("L", "R", "llm", 0, 200, status="ERROR"),
+        span("H1", "L", "http", 0, 50, http_status=503),
+        span("H2", "L", "http", 120, 195, http_status=503),
+    )
+    assert failed_attempts(retried_then_failed, retried_then_failed.descendants(0)) == {2}
+
+
+def test_trace_json_times_are_exact_and_adjacent_pieces_share_bounds():
+    epoch = 1_780_000_000_000_000_000  # absolute epoch ns: as floats they are 256 ns apart
+
+    def at(name: str, parent: str | None, kind: str, start_ns: int, end_ns: int, **extra) -> dict:
+        return span(name, parent, kind, 0, 0, start_ns=epoch + start_ns, end_ns=epoch + end_ns, **extra)
+
+    t = trace(
+        at("R", None, "task", 0, 100_000_000),
+        at("L", "R", "llm", 10_000_000, 77_000_001, server_queue_ms=3.3, server_prefill_ms=21.7),
+        at("T", "R", "tool", 77_000_001, 99_999_999),
+    )
+    document = trace_report(explain(t, 0))
+    pieces = document["critical_path"]
+    assert pieces[0]["start_ms"] == 0
+    assert pieces[-1]["end_ms"] == 100
+    for before, after in itertools.pairwise(pieces):
+        assert before["end_ms"] == after["start_ms"]
+    tool = next(p for p in pieces if p["span_id"] == "T")
+    assert tool["start_ms"] == 77.000001 and tool["end_ms"] == 99.999999
+    assert document["explained"] == "task" and document["repaired"] == []
+
+
+def test_trace_json_lists_repairs():
+    t = trace(*openinference_langgraph())
+    document = trace_report(explain(t, t.tasks()[0]))
+    assert document["repaired"] == [
+        {"span_id": "a2", "rule": "enclosed-sibling", "new_parent_id": "a1"},
+        {"span_id": "b2", "rule": "enclosed-sibling", "new_parent_id": "b1"},
+    ]
