@@ -268,6 +268,27 @@ def test_429_then_success_shows_failed_attempts_and_backoff_in_blame(tmp_path):
     assert mean["queue"]["components"]["provider"] == pytest.approx(5, rel=0.05)
 
 
+def test_exactly_one_429_per_call_is_a_failed_attempt_and_backoff(tmp_path):
+    """The most common retry: one 429, the SDK sleeps for retry-after-ms, the second attempt succeeds.
+
+    Only the failed attempt has a span of its own; its time is retry.failed, the sleep
+    retry.backoff, and the call's provider timings stay exactly the successful attempt's.
+    """
+    profile = Profile(
+        queue_ms=5, prefill_ms=40, tokens_per_s=400, output_tokens=8, rate_limit_first=True, retry_after_ms=30
+    )
+    spans, report = tasks_into_store(tmp_path / "one429.duckdb", profile, 5)
+    kinds = Counter(kind for _, _, kind, _, _ in spans)
+    assert kinds["llm"] == 5 and kinds["http"] == 5 and kinds["backoff"] == 5
+    mean = {row["category"]: row for row in report["mean"]}
+    failed = mean["retry"]["components"]["failed"]
+    assert 0 < failed < 30  # a loopback 429: milliseconds, not the call
+    assert mean["retry"]["components"]["backoff"] == pytest.approx(30, rel=0.25)
+    assert mean["inference"]["components"]["prefill"] == pytest.approx(40, rel=0.05)
+    assert mean["inference"]["components"]["decode"] == pytest.approx(20, rel=0.05)
+    assert mean["queue"]["components"]["provider"] == pytest.approx(5, rel=0.05)
+
+
 def test_a_provider_tracing_its_requests_joins_the_call_and_gives_its_timings(tmp_path):
     profile = Profile(
         queue_ms=10, prefill_ms=30, tokens_per_s=400, output_tokens=8, timings="none", traced=True
