@@ -45,6 +45,37 @@ VALUE_RULES: tuple[tuple[str, Mapping[str, str]], ...] = (
         },
     ),
     ("traceloop.span.kind", {"workflow": "task", "agent": "agent", "task": "step", "tool": "tool"}),
+    (
+        "langsmith.run_type",
+        {
+            "llm": "llm",
+            "embedding": "llm",
+            "tool": "tool",
+            "retriever": "db",
+            "chain": "step",
+            "prompt": "step",
+            "parser": "step",
+        },
+    ),
+    (
+        "langfuse.observation.type",
+        {
+            spelling: kind
+            for name, kind in (
+                ("GENERATION", "llm"),
+                ("EMBEDDING", "llm"),
+                ("AGENT", "agent"),
+                ("TOOL", "tool"),
+                ("RETRIEVER", "db"),
+                ("CHAIN", "step"),
+                ("SPAN", "step"),
+                ("EVENT", "step"),
+                ("EVALUATOR", "step"),
+                ("GUARDRAIL", "step"),
+            )
+            for spelling in (name, name.lower())
+        },
+    ),
     ("llm.request.type", {"chat": "llm", "completion": "llm", "embedding": "llm", "rerank": "llm"}),
 )
 """(attribute key, {attribute value: kind}): the value of the key decides the kind."""

@@ -13,14 +13,24 @@ from typing import IO
 
 import orjson
 
-from agentscope.ingest import jaeger, otlp, zipkin
+from agentscope.ingest import jaeger, langfuse, langsmith, otlp, zipkin
 from agentscope.ingest.records import Record
 
 GZIP_MAGIC = b"\x1f\x8b"
 DUCKDB_MAGIC = b"DUCK"
 HEAD = 1 << 16
 
-FORMATS = ("otlp-json-lines", "otlp-json", "otlp-proto", "otlp-proto-delimited", "jaeger", "zipkin", "store")
+FORMATS = (
+    "otlp-json-lines",
+    "otlp-json",
+    "otlp-proto",
+    "otlp-proto-delimited",
+    "jaeger",
+    "zipkin",
+    "langsmith",
+    "langfuse",
+    "store",
+)
 
 
 class UnknownFormat(ValueError):
@@ -52,6 +62,10 @@ def detect(stream: IO[bytes]) -> str:
     if head[8:12] == DUCKDB_MAGIC:
         return "store"
     text = head.lstrip()
+    if text.startswith((b"{", b"[")) and b'"resourceSpans"' not in head and b'"resource_spans"' not in head:
+        service = _tracing_service(head)
+        if service is not None:
+            return service
     if text.startswith(b"{"):
         if b'"resourceSpans"' in head or b'"resource_spans"' in head:
             first_line = head.split(b"\n", 1)[0]
@@ -76,6 +90,20 @@ def detect(stream: IO[bytes]) -> str:
     if all(32 <= b < 127 or b in (9, 10, 13) for b in head[:256]):
         raise UnknownFormat("a text file that is not JSON")
     return "otlp-proto"
+
+
+def _tracing_service(head: bytes) -> str | None:
+    """``langsmith`` or ``langfuse`` when the head looks like their runs or observations.
+
+    LangSmith runs carry ``run_type`` and snake_case times; Langfuse observations
+    camelCase ``traceId`` with ``startTime`` (Jaeger writes ``traceID``, Zipkin
+    ``timestamp``, OTLP ``startTimeUnixNano``).
+    """
+    if b'"run_type"' in head and (b'"start_time"' in head or b'"parent_run_id"' in head):
+        return "langsmith"
+    if b'"traceId"' in head and b'"startTime"' in head:
+        return "langfuse"
+    return None
 
 
 def open_detected(path: Path) -> tuple[str, IO[bytes]]:
@@ -106,6 +134,10 @@ def records(fmt: str, stream: IO[bytes]) -> Iterator[Record]:
             yield from jaeger.read(io.TextIOWrapper(stream, encoding="utf-8"), enveloped=fmt == "jaeger")
         elif fmt == "zipkin":
             yield from zipkin.read(io.TextIOWrapper(stream, encoding="utf-8"))
+        elif fmt == "langsmith":
+            yield from langsmith.read(stream)
+        elif fmt == "langfuse":
+            yield from langfuse.read(stream)
         elif fmt == "otlp-proto":
             if _looks_delimited(stream.peek(HEAD)[:HEAD]):
                 yield from otlp.read_proto_delimited(stream)

@@ -1,0 +1,141 @@
+"""What the readers of LLM tracing services' exports share (LangSmith runs, Langfuse observations).
+
+Those services are not OpenTelemetry: ids are UUIDs or free text, times are ISO
+8601 strings, and an export is a JSON array, JSON lines, or an API page
+(``{"data": [...]}``).  This module turns each into what ``records.record``
+takes: OTel-width hex ids, integer nanoseconds, one object at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import IO, Any
+
+import orjson
+
+from agentscope.ingest.jsonstream import JSONStreamError, iter_array
+from agentscope.ingest.records import BadSpan
+
+_ISO = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?\s*(Z|[+-]\d\d:?\d\d)?$", re.IGNORECASE
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_HEX = frozenset("0123456789abcdef")
+
+
+def iso_ns(value: Any, what: str) -> int:
+    """Epoch nanoseconds of an ISO 8601 time, exactly (no float on the way); naive times are UTC."""
+    if not isinstance(value, str):
+        raise BadSpan(f"{what} is {type(value).__name__}, not an ISO 8601 time")
+    match = _ISO.match(value.strip())
+    if match is None:
+        raise BadSpan(f"{what} {value!r} is not an ISO 8601 time")
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    try:
+        moment = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=timezone.utc
+        )
+    except ValueError as exc:
+        raise BadSpan(f"{what} {value!r}: {exc}") from None
+    delta = moment - _EPOCH
+    ns = (delta.days * 86_400 + delta.seconds) * 1_000_000_000
+    if fraction:
+        ns += int(fraction[:9].ljust(9, "0"))
+    if zone and zone.upper() != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        digits = zone[1:].replace(":", "")
+        ns -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60) * 1_000_000_000
+    return ns
+
+
+def _hex_digits(value: str) -> str:
+    return value.replace("-", "").lower()
+
+
+def span_id_of(value: Any, what: str) -> str:
+    """A 16-hex-digit span id for a foreign id.
+
+    OTel span ids (Langfuse's are) stay as they are; a UUID keeps its last 16
+    digits (the random part of a UUIDv7, as LangSmith writes); any other text is
+    hashed.  The original id is kept as an attribute by the reader.
+    """
+    if not isinstance(value, str) or not value:
+        raise BadSpan(f"{what} is missing")
+    digits = _hex_digits(value)
+    if _HEX.issuperset(digits) and len(digits) in (16, 32) and digits.strip("0"):
+        return digits[-16:]
+    return hashlib.blake2b(value.encode(), digest_size=8).hexdigest()
+
+
+def trace_id_of(value: Any, what: str) -> str:
+    """A 32-hex-digit trace id for a foreign id (a UUID's digits, else a hash of the text)."""
+    if not isinstance(value, str) or not value:
+        raise BadSpan(f"{what} is missing")
+    digits = _hex_digits(value)
+    if _HEX.issuperset(digits) and len(digits) == 32 and digits.strip("0"):
+        return digits
+    return hashlib.blake2b(value.encode(), digest_size=16).hexdigest()
+
+
+def first_line(text: Any, limit: int = 500) -> str | None:
+    """An error's first line, cut to ``limit`` characters (exports carry whole tracebacks)."""
+    if text in (None, ""):
+        return None
+    line = str(text).strip().splitlines()[0] if str(text).strip() else str(text)
+    return line[:limit]
+
+
+def number(value: Any) -> int | None:
+    """A token count, if ``value`` is one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def dig(mapping: Any, *keys: str) -> Any:
+    """``mapping[k1][k2]…``, or None where any level is missing or not a mapping."""
+    for key in keys:
+        if not isinstance(mapping, dict):
+            return None
+        mapping = mapping.get(key)
+    return mapping
+
+
+def iter_objects(stream: IO[bytes], envelope: str = "data") -> Iterator[tuple[int, Any]]:
+    """(position, object) for a JSON array, a ``{envelope: [...]}`` page, or JSON lines.
+
+    Position is the line of a JSON-lines file, else the object's index (1-based).
+    A line that is not JSON yields ``(line, JSONStreamError)`` so the reader can
+    name it and go on; a broken array or page raises it.
+    """
+    head = stream.peek(64)[:64].lstrip() if hasattr(stream, "peek") else b""
+    if head.startswith(b"["):
+        yield from enumerate(iter_array(io.TextIOWrapper(stream, encoding="utf-8")), start=1)
+        return
+    first = stream.readline()
+    try:
+        value = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        value = None
+    if isinstance(value, dict) and not isinstance(value.get(envelope), list):
+        yield 1, value
+        for line_number, line in enumerate(stream, start=2):
+            if not line.strip():
+                continue
+            try:
+                yield line_number, orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                yield line_number, JSONStreamError(f"invalid JSON: {exc}")
+        return
+    try:  # one document over several lines, or an API page
+        value = orjson.loads(first + stream.read())
+    except orjson.JSONDecodeError as exc:
+        raise JSONStreamError(f"invalid JSON: {exc}") from None
+    items = value.get(envelope) if isinstance(value, dict) and envelope in value else [value]
+    if not isinstance(items, list):
+        raise JSONStreamError(f'"{envelope}" is not an array')
+    yield from enumerate(items, start=1)

@@ -1,0 +1,134 @@
+"""LangGraph's prebuilt ReAct agent with ChatOpenAI, traced by OpenInference's and by OpenLLMetry's
+LangChain instrumentation: both record the node span beside the runnable it ran (DESIGN §5.1)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from harness import MODEL, TOOLS, measure, prompt_for, require
+
+require("langgraph")
+require("langchain_openai")
+
+
+def react_agent(base_url: str, shape: str):
+    from langchain_core.tools import StructuredTool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import create_react_agent
+
+    model = ChatOpenAI(model=MODEL, base_url=base_url, api_key="sim", streaming=shape == "streamed")
+    tools = [StructuredTool.from_function(f, name=name, description=f.__doc__) for name, f in TOOLS.items()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
+        return create_react_agent(model, tools)
+
+
+def run_react(shape: str, base_url: str) -> None:
+    react_agent(base_url, shape).invoke({"messages": [("user", prompt_for(shape))]})
+
+
+@pytest.fixture
+def openinference_langchain(otel):
+    module = require("openinference.instrumentation.langchain")
+    instrumentor = module.LangChainInstrumentor()
+    instrumentor.instrument(tracer_provider=otel.provider)
+    yield otel
+    instrumentor.uninstrument()
+
+
+@pytest.fixture
+def openllmetry_langchain(otel):
+    module = require("opentelemetry.instrumentation.langchain")
+    instrumentor = module.LangchainInstrumentor()
+    instrumentor.instrument(tracer_provider=otel.provider)
+    yield otel
+    instrumentor.uninstrument()
+
+
+@pytest.mark.parametrize("instrumentation", ["openinference_langchain", "openllmetry_langchain"])
+def test_langgraph_blame_matches_the_known_delays(instrumentation, request, providers, tmp_path):
+    otel = request.getfixturevalue(instrumentation)
+    measured = measure(f"LangGraph + {instrumentation}", run_react, otel.export, providers, tmp_path)
+    print(measured.row())
+    calls = sum(1 for truth in measured.truths for served in truth.served if served.status == 200)
+    assert measured.repaired == calls  # every model call's runnable was moved under its node
+    measured.check_sequential()
+    for truth, result in measured.pairs("streamed"):  # the streamed call's first token splits it
+        assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
+    for truth, result in measured.pairs("retry"):
+        # The SDK retries inside ChatOpenAI's span: nothing shows the 429, so its attempt and the
+        # backoff are in the call's time; the task's total and the tools are still right.
+        assert result.components[measured_index("retry.failed")] == 0
+        assert measured.model_ms(result) >= truth.model_ms
+        assert measured.tools_ms(result) == pytest.approx(sum(truth.tools.values()), rel=0.10)
+    for truth, result in measured.pairs("parallel"):
+        # ToolNode runs the three calls at once: the path holds the longest, not their sum.
+        assert measured.tools_ms(result) < 0.85 * sum(truth.tools.values())
+        assert measured.tools_ms(result) >= 0.9 * max(truth.tools.values())
+
+
+def measured_index(key: str) -> int:
+    from agentscope.analysis import categories
+
+    return categories.KEY_INDEX[key]
+
+
+def test_without_repair_langgraph_shows_no_inference(openinference_langchain, providers, tmp_path):
+    from agentscope.analysis.pipeline import blame_store
+    from agentscope.ingest import ingest
+    from agentscope.store import Store
+
+    run_react("sequential", providers.normal.base_url)
+    path = openinference_langchain.export(tmp_path)
+    with Store(None) as store:
+        ingest(store, [path])
+        before = blame_store(store, repair=False)
+        after = blame_store(store)
+    share = {row["category"]: row["share"] for row in before["budget"]}
+    assert share["inference"] == 0 and before["whatif"][1]["p95_change"] == 0
+    assert {row["category"]: row["share"] for row in after["budget"]}["inference"] > 0.5
+    assert after["repaired_spans"] == 4
+
+
+@pytest.fixture
+def langsmith_tracer(monkeypatch):
+    """LangChain's LangSmith tracer with the real langsmith client, pointed at a loopback capture."""
+    from langsmith_capture import LangSmithCapture
+
+    require("langsmith")
+    from langchain_core.tracers.langchain import LangChainTracer
+    from langsmith import Client
+
+    capture = LangSmithCapture().start()
+    monkeypatch.setenv("LANGSMITH_ENDPOINT", capture.url)
+    monkeypatch.setenv("LANGSMITH_API_KEY", "lsv2-test-key")
+    client = Client()
+    tracer = LangChainTracer(client=client, project_name="support-agent")
+    yield capture, tracer, client
+    capture.stop()
+
+
+def test_langgraph_traced_to_langsmith_reads_back_with_the_same_answers(
+    langsmith_tracer, providers, tmp_path
+):
+    capture, tracer, client = langsmith_tracer
+
+    def run(shape: str, base_url: str) -> None:
+        agent = react_agent(base_url, shape)
+        agent.invoke({"messages": [("user", prompt_for(shape))]}, config={"callbacks": [tracer]})
+
+    def export(folder):
+        tracer.wait_for_futures()
+        client.flush()
+        return capture.export(folder / "langsmith-runs.jsonl")
+
+    measured = measure("LangGraph → LangSmith runs", run, export, providers, tmp_path)
+    print(measured.row())
+    assert measured.repaired == 0  # LangSmith keeps call_model above the runnable it ran
+    measured.check_sequential()
+    for truth, result in measured.pairs("streamed"):  # the first new_token event splits the call
+        assert result.components[measured_index("inference.decode")] > 0
+        assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
+    for _, result in measured.pairs("sequential"):
+        assert result.llm_calls == 4 and result.input_tokens > 0 and result.output_tokens > 0
