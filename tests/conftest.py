@@ -45,3 +45,15 @@ def captured() -> Captured:
     ags.init(store=None, instrument=False, span_processors=[SimpleSpanProcessor(capture.exporter)])
     yield capture
     ags.shutdown()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the peer accuracy suite after the rest, and last the peers that patch SDKs for good.
+
+    Peer instrumentors wrap the openai SDK process-wide (and ``langfuse.openai`` does so
+    on import, with no way back), which would change what agentscope's own integration
+    tests see if they ran afterwards.
+    """
+    items.sort(
+        key=lambda item: ("peers" in item.path.parts, item.get_closest_marker("patches_for_good") is not None)
+    )

@@ -3,7 +3,8 @@
 The agent makes model calls against ``agentscope.sim`` (known queue, prefill and
 decode) and runs three tools: a sleep, a real SQLite query and a CPU burn, each
 timed by its own stopwatch.  Four task shapes: sequential (three tool turns and
-an answer), streamed (the same, streamed), one 429 per model call (the SDK
+an answer; a first one warms the process up), streamed (the same, streamed),
+one 429 per model call (the SDK
 retries inside the call), and parallel tools (all three in one turn).
 
 A peer module gives ``run(shape, base_url)``: one task, traced however that peer
@@ -36,9 +37,12 @@ from agentscope.sim import Profile, SimServer
 from agentscope.store import Store
 
 MODEL = "gpt-oss-120b"
-PROFILE = Profile(queue_ms=5, prefill_ms=150, tokens_per_s=200, output_tokens=50, timings="none")
-"""Each model call: 5 ms queue, 150 ms prefill, 250 ms decode at the provider."""
-SHAPES = ("sequential", "sequential", "streamed", "retry", "parallel")
+PROFILE = Profile(queue_ms=5, prefill_ms=250, tokens_per_s=200, output_tokens=80, timings="none")
+"""Each model call: 5 ms queue, 250 ms prefill, 400 ms decode at the provider (calls of real length:
+the client-side work inside a peer's LLM span, 10–30 ms a call, is then a few per cent of it)."""
+SHAPES = ("warm-up", "sequential", "sequential", "streamed", "retry", "parallel")
+"""The first task of a process pays for lazy imports and a new connection inside its first model
+span; it is run and read like the others, and checked only for being found."""
 SEQUENTIAL_PROMPT = "where is my order"
 PARALLEL_PROMPT = "check everything in parallel"
 X36 = Scenario("inference x3.6", {"inference": 3.6})

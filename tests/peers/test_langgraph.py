@@ -3,6 +3,7 @@ LangChain instrumentation: both record the node span beside the runnable it ran 
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -132,3 +133,35 @@ def test_langgraph_traced_to_langsmith_reads_back_with_the_same_answers(
         assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
     for _, result in measured.pairs("sequential"):
         assert result.llm_calls == 4 and result.input_tokens > 0 and result.output_tokens > 0
+
+
+def test_bad_langsmith_runs_are_named_by_file_and_line_and_the_good_ones_kept(
+    langsmith_tracer, providers, tmp_path
+):
+    from agentscope.ingest import ingest
+    from agentscope.store import Store
+
+    capture, tracer, client = langsmith_tracer
+    react_agent(providers.normal.base_url, "sequential").invoke(
+        {"messages": [("user", prompt_for("sequential"))]}, config={"callbacks": [tracer]}
+    )
+    tracer.wait_for_futures()
+    client.flush()
+    path = capture.export(tmp_path / "runs.jsonl")
+    lines = path.read_text().splitlines()
+    total = len(lines)
+    lines[1] = lines[1][:40]  # a line cut short
+    broken = json.loads(lines[2])
+    broken.pop("end_time")
+    lines[2] = json.dumps(broken)
+    path.write_text("\n".join(lines) + "\n")
+    with Store(None) as store:
+        summary = ingest(store, [path])
+        assert summary.formats["langsmith"] == 1
+        assert store.span_count() == total - 2
+    problems = sorted((p.line, p.reason.split(":")[0]) for p in summary.problems)
+    assert all(p.file == str(path) for p in summary.problems)
+    assert problems == [
+        (2, "invalid JSON"),
+        (3, "run has no end_time (it never finished, or its update was not exported)"),
+    ]
