@@ -28,3 +28,16 @@ def test_every_public_name_is_documented():
     text = (DOCS / "api.md").read_text()
     missing = [name for name in agentscope.__all__ if name != "__version__" and name not in text]
     assert not missing, f"docs/api.md lacks {missing}"
+
+
+def test_every_kind_rule_is_in_conventions_md():
+    from agentscope.classify import VALUE_RULES
+
+    text = (DOCS / "conventions.md").read_text()
+    missing = [
+        f"{key}={value}"
+        for key, table in VALUE_RULES[1:]  # the first, agentscope.kind, is one row for all its kinds
+        for value, kind in table.items()
+        if f"| `{key}` = `{value}` | {kind} |" not in text
+    ]
+    assert not missing, f"docs/conventions.md lacks the kind rules {missing}"
