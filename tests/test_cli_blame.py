@@ -169,6 +169,53 @@ def test_show_json_and_waterfall(store_path):
     assert table.exit_code == 0 and "search_kb" in table.stdout and "●" in table.stdout
 
 
+def test_show_of_a_trace_without_a_task_explains_its_root_and_says_so(tmp_path):
+    trace = "e" * 32
+    rows = [
+        row(trace, "1" * 16, None, "step", 0, 50, "nightly_sync"),
+        row(trace, "2" * 16, "1" * 16, "db", 5, 45, "SELECT orders", **{A.DB_SYSTEM_NAME: "postgresql"}),
+    ]
+    path = tmp_path / "no-task.duckdb"
+    with Store(path) as store:
+        store.insert(rows_to_table(rows))
+    env = {**os.environ, "COLUMNS": "120"}
+    result = subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", "show", trace, "--store", str(path), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "holds no task" in result.stderr and "nightly_sync" in result.stderr
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, json.loads((SCHEMAS / "trace.v1.schema.json").read_text()))
+    assert data["explained"] == "root" and data["attribution"]["db"] == pytest.approx(40)
+    table = runner.invoke(app, ["show", trace, "--store", str(path)], env={"COLUMNS": "160"})
+    assert table.exit_code == 0 and "no task in this trace" in table.stdout
+
+
+def test_no_repair_changes_what_blame_sees_on_an_enclosed_sibling(tmp_path):
+    trace = "d" * 32
+    rows = [
+        row(trace, "a" * 16, None, "task", 0, 100, "graph"),
+        row(trace, "b" * 16, "a" * 16, "step", 0, 100, "call_model"),
+        row(trace, "c" * 16, "a" * 16, "llm", 1, 99, "ChatOpenAI"),
+    ]
+    path = tmp_path / "sibling.duckdb"
+    with Store(path) as store:
+        store.insert(rows_to_table(rows))
+    repaired = blame_json(str(path))
+    unrepaired = blame_json(str(path), "--no-repair")
+    assert repaired["repaired_spans"] == 1 and unrepaired["repaired_spans"] == 0
+    assert repaired["budget"][0]["ms"] == pytest.approx(98)
+    assert unrepaired["budget"][0]["ms"] == 0
+    shown = runner.invoke(app, ["show", trace, "--store", str(path), "--format", "json"])
+    assert json.loads(shown.stdout)["repaired"][0]["new_parent_id"] == "b" * 16
+    table = runner.invoke(app, ["show", trace, "--store", str(path)], env={"COLUMNS": "160"})
+    assert "↳" in table.stdout and "--no-repair" in table.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
