@@ -7,6 +7,7 @@ usage), never a traceback.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import math
 import os
@@ -33,9 +34,11 @@ from agentscope.analysis.whatif import Scenario
 from agentscope.budget.catalog import CatalogError
 from agentscope.budget.catalog import load as load_catalog
 from agentscope.budget.pipeline import budget_store
+from agentscope.ingest import IngestSummary
 from agentscope.ingest.receiver import DEFAULT_MAX_BODY, Receiver
 from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
+from agentscope.store.shared import SharedStore
 from agentscope.store.store import is_interrupt
 
 app = typer.Typer(
@@ -76,38 +79,47 @@ def root(
 
 @contextmanager
 def open_store(paths: list[Path] | None, store: Path | None, console: Console) -> Iterator[Store]:
-    """The store to analyse (DESIGN §8).
+    """The store to analyse (DESIGN §8), as a snapshot other processes can keep writing beside (§11).
 
     No PATH: ``--store`` or the default store.  PATHs and no ``--store``: exactly
     those files, loaded into an in-memory store (a single store file is read in
-    place).  Both: the PATHs are ingested into ``--store`` first.
+    place).  Both: the PATHs are ingested into ``--store`` first.  Bad input in
+    the PATHs is reported, the rest analysed, and the exit code is then 2.
     """
+    summary = None
     if paths and not (store is None and len(paths) == 1 and _is_store_file(paths[0])):
-        target = Store(None) if store is None else _writable_store(store)
-        try:
-            summary = ingest_with_progress(target, paths, console)
-            print_problems(summary, console)
-            if summary.spans_read == 0 and not summary.ok:
-                raise UsageProblem("no span could be read from the given paths")
-            yield target
-        finally:
-            target.close()
-        if not summary.ok:
-            raise typer.Exit(EXIT_BAD_INPUT)
-        return
+        if store is None:
+            with Store(None) as target:
+                summary = _ingest(target, paths, console)
+                yield target
+            if not summary.ok:
+                raise typer.Exit(EXIT_BAD_INPUT)
+            return
+        summary = _ingest(SharedStore(store), paths, console)
+        paths = None
     target_path = paths[0] if paths else (store if store is not None else Path(default_store_path()))
     if not target_path.exists():
         raise UsageProblem(
             f"store {target_path} does not exist (run your instrumented agent first, or pass --store)"
         )
     try:
-        opened = Store(target_path, read_only=True)
+        with SharedStore(target_path).reading() as opened:
+            yield opened
     except StoreError as exc:
         raise UsageProblem(str(exc)) from exc
+    if summary is not None and not summary.ok:
+        raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _ingest(target: Store | SharedStore, paths: list[Path], console: Console) -> IngestSummary:
     try:
-        yield opened
-    finally:
-        opened.close()
+        summary = ingest_with_progress(target, paths, console)
+    except StoreError as exc:
+        raise UsageProblem(str(exc)) from exc
+    print_problems(summary, console)
+    if summary.spans_read == 0 and not summary.ok:
+        raise UsageProblem("no span could be read from the given paths")
+    return summary
 
 
 def _is_store_file(path: Path) -> bool:
@@ -116,13 +128,6 @@ def _is_store_file(path: Path) -> bool:
             return handle.read(12)[8:12] == DUCKDB_MAGIC
     except OSError:
         return False
-
-
-def _writable_store(path: Path) -> Store:
-    try:
-        return Store(path)
-    except StoreError as exc:
-        raise UsageProblem(str(exc)) from exc
 
 
 def parse_speedup(text: str) -> Scenario:
@@ -193,9 +198,8 @@ def ingest_command(
     target = store if store is not None else Path(default_store_path())
     console = Console(stderr=True)
     try:
-        with _writable_store(target) as opened:
-            summary = ingest_with_progress(opened, paths, console)
-    except UsageProblem as exc:
+        summary = ingest_with_progress(SharedStore(target), paths, console)
+    except StoreError as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
         message = (
@@ -226,6 +230,16 @@ def demo(
         raise fail(str(exc)) from None
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (loopback)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 @app.command()
 def serve(
     host: Annotated[
@@ -236,18 +250,33 @@ def serve(
     max_body: Annotated[
         int, typer.Option("--max-body", help="Largest accepted request body, bytes (after gzip).")
     ] = DEFAULT_MAX_BODY,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="AGENTSCOPE_TOKEN",
+            help="Bearer token every request must carry (needed to listen beyond loopback).",
+            show_envvar=True,
+        ),
+    ] = None,
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces, protobuf or JSON) into the store."""
     import uvicorn
 
+    if not is_loopback(host) and not token:
+        raise fail(
+            f"--host {host} is reachable from other machines: give a bearer token with --token or "
+            "AGENTSCOPE_TOKEN (exporters send it: OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20TOKEN)"
+        )
     target = store if store is not None else Path(default_store_path())
     try:
-        receiver = Receiver(target, max_body=max_body)
+        receiver = Receiver(target, max_body=max_body, token=token or None)
     except StoreError as exc:
         raise fail(str(exc)) from None
     console = Console(stderr=True)
+    guarded = " (bearer token required)" if token else ""
     console.print(
-        f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces into {target} (Ctrl-C stops)"
+        f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces into {target}{guarded} (Ctrl-C stops)"
     )
     try:
         uvicorn.run(receiver.app, host=host, port=port, log_level="warning")
@@ -255,7 +284,8 @@ def serve(
         raise fail(f"cannot listen on {host}:{port}: {exc}") from None
     finally:
         receiver.close()
-    console.print(f"stopped; {receiver.received:,} spans received")
+    spilled = f"; {receiver.writer.spilled:,} spooled for the next writer" if receiver.writer.spilled else ""
+    console.print(f"stopped; {receiver.received:,} spans received{spilled}")
 
 
 @app.command()

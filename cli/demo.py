@@ -12,7 +12,7 @@ from rich.console import Console
 import agentscope as ags
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import task_results
-from agentscope.store import Store
+from agentscope.store.shared import SharedStore
 
 AGENTS = (
     ("support agent", support_agent, "resolve_ticket", 4),
@@ -34,7 +34,7 @@ def run_demo(tasks: int, store: Path, console: Console) -> None:
             )
     finally:
         ags.shutdown()
-    with Store(store, read_only=True) as opened:
+    with SharedStore(store).reading() as opened:
         results = task_results(opened, report.variants(report.DEFAULT_SCENARIOS))
         rows = opened.con.execute(
             "SELECT trace_id FROM spans WHERE kind = 'task' ORDER BY end_ns - start_ns DESC LIMIT 1"

@@ -10,9 +10,10 @@ from rich.table import Table
 
 from agentscope.ingest import IngestSummary, ingest
 from agentscope.store import Store
+from agentscope.store.shared import SharedStore
 
 
-def ingest_with_progress(store: Store, paths: list[Path], console: Console) -> IngestSummary:
+def ingest_with_progress(store: Store | SharedStore, paths: list[Path], console: Console) -> IngestSummary:
     """Run :func:`agentscope.ingest.ingest`, with a live spans/s bar when ``console`` is a terminal."""
     if not console.is_terminal:
         return ingest(store, paths)

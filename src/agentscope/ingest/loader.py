@@ -20,14 +20,19 @@ from typing import IO
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentscope.ingest import otlp_duckdb
 from agentscope.ingest.batching import BATCH_ROWS, Batcher, Problem
 from agentscope.ingest.otlp import json_lines_records
 from agentscope.ingest.records import Record
 from agentscope.ingest.sources import UnknownFormat, expand, open_detected, records
-from agentscope.store.schema import COLUMN_NAMES, rows_to_table
+from agentscope.store.schema import rows_to_table
+from agentscope.store.shared import SharedStore
 from agentscope.store.store import Inserted, Store
+
+Sink = Store | SharedStore
+"""Where an ingest writes: a store this process holds, or a store file shared with other processes."""
 
 KEPT_PROBLEMS = 50
 
@@ -75,9 +80,15 @@ class _Writer:
     """
 
     def __init__(
-        self, store: Store, summary: IngestSummary, name: str, progress: Callable[[int], None] | None
+        self,
+        store: Sink,
+        summary: IngestSummary,
+        name: str,
+        progress: Callable[[int], None] | None,
+        traces: set[str],
     ) -> None:
         self.store, self.summary, self.name, self.progress = store, summary, name, progress
+        self.traces = traces
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agentscope-ingest")
         self.in_flight: tuple[Future[Inserted], pa.Table, list[int]] | None = None
 
@@ -113,36 +124,8 @@ class _Writer:
 
     def _store(self, batch: pa.Table) -> Inserted:
         inserted = self.store.insert(batch)
-        con = self.store.con
-        con.register("agentscope_batch", batch)
-        try:
-            con.execute(
-                "INSERT OR IGNORE INTO agentscope_ingested SELECT DISTINCT trace_id FROM agentscope_batch"
-            ).fetchall()
-        finally:
-            con.unregister("agentscope_batch")
+        self.traces.update(pc.unique(batch.column("trace_id")).to_pylist())
         return inserted
-
-
-def _ingest_store(store: Store, path: Path, summary: IngestSummary) -> None:
-    """Merge another agentscope store into this one."""
-    before = store.span_count()
-    store.con.execute(f"ATTACH '{path}' AS other (READ_ONLY)")
-    try:
-        read_rows = store.con.execute("SELECT count(*) FROM other.spans").fetchall()[0][0]
-        columns = ", ".join(COLUMN_NAMES)
-        store.con.execute(
-            f"INSERT OR IGNORE INTO spans ({columns}) SELECT {columns} FROM other.spans"
-        ).fetchall()
-        store.con.execute(
-            "INSERT OR IGNORE INTO agentscope_ingested SELECT DISTINCT trace_id FROM other.spans"
-        ).fetchall()
-    finally:
-        store.con.execute("DETACH other")
-    added = store.span_count() - before
-    summary.spans_read += read_rows
-    summary.stored += added
-    summary.already_stored += read_rows - added
 
 
 class _Batches:
@@ -249,9 +232,14 @@ def _overlap(table: pa.Table, records: list[Record]) -> bool:
 
 
 def ingest_file(
-    store: Store, path: Path, summary: IngestSummary, progress: Callable[[int], None] | None = None
+    store: Sink,
+    path: Path,
+    summary: IngestSummary,
+    progress: Callable[[int], None] | None = None,
+    traces: set[str] | None = None,
 ) -> None:
-    """Load one file into ``store``, recording its problems in ``summary``."""
+    """Load one file into ``store``, recording its problems in ``summary`` and its trace ids in ``traces``."""
+    traces = set() if traces is None else traces
     name = str(path)
     summary.files += 1
     try:
@@ -263,11 +251,16 @@ def ingest_file(
     if fmt == "store":
         stream.close()
         try:
-            _ingest_store(store, path, summary)
+            read, added, trace_ids = store.merge(path)
         except duckdb.Error as exc:
             summary.add_problem(Problem(name, 0, f"cannot read the store: {exc}"), skipped=False)
+            return
+        summary.spans_read += read
+        summary.stored += added
+        summary.already_stored += read - added
+        traces.update(trace_ids)
         return
-    batches = _Batches(_Writer(store, summary, name, progress))
+    batches = _Batches(_Writer(store, summary, name, progress, traces))
     position = _Position()
     try:
         if fmt == "otlp-json-lines":
@@ -284,33 +277,27 @@ def ingest_file(
     batches.flush()
 
 
-_TASKS = """
-WITH t AS (SELECT s.* FROM spans s JOIN agentscope_ingested USING (trace_id)),
-work AS (SELECT trace_id FROM t WHERE kind IN ('llm', 'tool') GROUP BY trace_id),
-tasks AS (SELECT trace_id, count(*) AS n FROM t WHERE kind = 'task' GROUP BY trace_id)
-SELECT coalesce(sum(coalesce(tasks.n, 1)), 0)
-FROM work LEFT JOIN tasks USING (trace_id)
-"""
-
-
 def ingest(
-    store: Store,
+    store: Sink,
     paths: list[Path],
     progress: Callable[[int], None] | None = None,
 ) -> IngestSummary:
-    """Load files and folders of traces into ``store``; see :class:`IngestSummary`."""
+    """Load files and folders of traces into ``store``; see :class:`IngestSummary`.
+
+    ``store`` is a :class:`Store` this process holds, or a :class:`SharedStore`
+    file that other processes use too (each batch is then one short write).
+    """
     summary = IngestSummary()
     started = time.perf_counter()
-    store.con.execute("CREATE TEMP TABLE IF NOT EXISTS agentscope_ingested (trace_id VARCHAR PRIMARY KEY)")
-    store.con.execute("DELETE FROM agentscope_ingested").fetchall()
+    traces: set[str] = set()
     for path in paths:
         if not path.exists():
             summary.files += 1
             summary.add_problem(Problem(str(path), 0, "no such file or folder"), skipped=False)
             continue
         for file in expand([path]):
-            ingest_file(store, file, summary, progress)
-    summary.traces = store.con.execute("SELECT count(*) FROM agentscope_ingested").fetchall()[0][0]
-    summary.tasks = int(store.con.execute(_TASKS).fetchall()[0][0])
+            ingest_file(store, file, summary, progress, traces)
+    summary.traces = len(traces)
+    summary.tasks = store.count_tasks(sorted(traces)) if traces else 0
     summary.seconds = time.perf_counter() - started
     return summary

@@ -6,14 +6,19 @@ answers like a collector: an ``ExportTraceServiceResponse`` in the request's
 encoding, with ``partialSuccess`` when some spans were rejected.  Bodies over
 the limit get 413, undecodable ones 400 with the reason; the server keeps going.
 
-All writes go through one writer thread (a DuckDB connection is not shared
-across threads); a request is answered once its spans are committed, so an
-exporter that got 200 can forget its spans.
+All writes go through one writer thread, many requests per write; each write
+holds the store file only while it inserts (``agentscope.store.shared``), so
+readers and other writers use the store while the receiver runs.  A request is
+answered once its spans are committed — or, when the file stayed busy for
+``STORE_WAIT_S``, spilled to the store's fsynced spool — so an exporter that got
+200 can forget its spans.  With a token, every request must carry
+``Authorization: Bearer <token>`` (401 otherwise).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import queue
 import threading
 import zlib
@@ -21,6 +26,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import orjson
+import pyarrow as pa
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -35,9 +41,12 @@ from agentscope.ingest import otlp
 from agentscope.ingest.records import Record
 from agentscope.sdk._safety import report
 from agentscope.store.schema import rows_to_table
+from agentscope.store.shared import SharedStore, StoreBusy
 from agentscope.store.store import Store
 
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
+STORE_WAIT_S = 5.0
+"""How long one write waits for the store file before its batch goes to the spool."""
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 
@@ -49,8 +58,9 @@ class BodyTooLarge(Exception):
 class StoreWriter:
     """The one thread that writes received rows into the store, many requests per insert."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store | SharedStore) -> None:
         self.store = store
+        self.spilled = 0
         self._queue: queue.Queue[tuple[list[tuple], Future[int]] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="agentscope-receiver-writer", daemon=True)
         self._thread.start()
@@ -78,7 +88,7 @@ class StoreWriter:
     def _write(self, batch: list[tuple[list[tuple], Future[set[tuple[str, str]]]]]) -> None:
         rows = [row for chunk, _ in batch for row in chunk]
         try:
-            conflicts = self.store.insert(rows_to_table(rows)).conflicts if rows else frozenset()
+            conflicts = self._insert(rows_to_table(rows)) if rows else frozenset()
         except Exception as exc:
             report("writing received spans", exc, internal=False)
             for _, future in batch:
@@ -86,6 +96,17 @@ class StoreWriter:
             return
         for chunk, future in batch:
             future.set_result({(row[0], row[1]) for row in chunk} & conflicts if conflicts else set())
+
+    def _insert(self, table: pa.Table) -> frozenset[tuple[str, str]]:
+        """Insert, or spill to the spool when the shared file stays busy (conflicts are then unknown)."""
+        if isinstance(self.store, Store):
+            return self.store.insert(table).conflicts
+        try:
+            return self.store.insert(table, STORE_WAIT_S).conflicts
+        except StoreBusy:
+            self.store.spill(table)
+            self.spilled += table.num_rows
+            return frozenset()
 
     def close(self) -> None:
         self._queue.put(None)
@@ -156,11 +177,19 @@ def _response(content_type: str, rejected: int, message: str) -> Response:
 
 
 class Receiver:
-    """The receiver's Starlette app, bound to a store."""
+    """The receiver's Starlette app, bound to a store (``None``: an in-memory one, for tests)."""
 
-    def __init__(self, store_path: str | Path | None, max_body: int = DEFAULT_MAX_BODY) -> None:
-        self.store = Store(store_path)
+    def __init__(
+        self, store_path: str | Path | None, max_body: int = DEFAULT_MAX_BODY, token: str | None = None
+    ) -> None:
+        if store_path is None:
+            self.store: Store | SharedStore = Store(None)
+        else:
+            self.store = SharedStore(store_path)
+            with self.store.writing(STORE_WAIT_S):  # create it now, and fail now if it cannot be written
+                pass
         self.writer = StoreWriter(self.store)
+        self.token = token
         self.max_body = max_body
         self.received = 0
         self.app = Starlette(
@@ -173,7 +202,17 @@ class Receiver:
     async def health(self, request: Request) -> Response:
         return PlainTextResponse(f"agentscope receiver: {self.received:,} spans received\n")
 
+    def _authorized(self, request: Request) -> bool:
+        if self.token is None:
+            return True
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
+
     async def traces(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return PlainTextResponse(
+                "missing or wrong bearer token", status_code=401, headers={"WWW-Authenticate": "Bearer"}
+            )
         content_type = request.headers.get("content-type", PROTOBUF).lower()
         if not (content_type.startswith(PROTOBUF) or content_type.startswith(JSON)):
             return PlainTextResponse(f"unsupported Content-Type {content_type!r}", status_code=415)
@@ -199,4 +238,5 @@ class Receiver:
 
     def close(self) -> None:
         self.writer.close()
-        self.store.close()
+        if isinstance(self.store, Store):
+            self.store.close()

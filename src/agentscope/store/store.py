@@ -34,6 +34,15 @@ WHERE s.start_ns <> b.start_ns OR s.end_ns <> b.end_ns OR s.name <> b.name
 """
 
 
+_TASKS = """
+WITH t AS (SELECT s.* FROM spans s WHERE trace_id IN (SELECT trace_id FROM agentscope_trace_ids)),
+work AS (SELECT trace_id FROM t WHERE kind IN ('llm', 'tool') GROUP BY trace_id),
+tasks AS (SELECT trace_id, count(*) AS n FROM t WHERE kind = 'task' GROUP BY trace_id)
+SELECT coalesce(sum(coalesce(tasks.n, 1)), 0)
+FROM work LEFT JOIN tasks USING (trace_id)
+"""
+
+
 @dataclass(frozen=True)
 class Inserted:
     """What :meth:`Store.insert` did with a batch."""
@@ -110,6 +119,34 @@ class Store:
         finally:
             self.con.unregister("agentscope_batch")
         return Inserted(added, frozenset(conflicts))
+
+    def merge(self, other: Path) -> tuple[int, int, list[str]]:
+        """Copy another store file's spans in (spans already here are kept): (read, added, its trace ids)."""
+        before = self.span_count()
+        quoted = str(other).replace("'", "''")
+        self.con.execute(f"ATTACH '{quoted}' AS agentscope_other (READ_ONLY)")
+        try:
+            read = int(self.scalar("SELECT count(*) FROM agentscope_other.spans"))
+            columns = ", ".join(COLUMN_NAMES)
+            self.con.execute(
+                f"INSERT OR IGNORE INTO spans ({columns}) SELECT {columns} FROM agentscope_other.spans"
+            ).fetchall()
+            traces = [
+                row[0]
+                for row in self.con.execute("SELECT DISTINCT trace_id FROM agentscope_other.spans").fetchall()
+            ]
+        finally:
+            self.con.execute("DETACH agentscope_other")
+        return read, self.span_count() - before, traces
+
+    def count_tasks(self, trace_ids: list[str]) -> int:
+        """Tasks in these traces, as ``agentscope ingest`` reports them: traces with an llm or tool span,
+        counting each explicit task span (or the trace once when it has none)."""
+        self.con.register("agentscope_trace_ids", pa.table({"trace_id": pa.array(trace_ids, pa.string())}))
+        try:
+            return int(self.scalar(_TASKS))
+        finally:
+            self.con.unregister("agentscope_trace_ids")
 
     def scalar(self, sql: str, params: list | None = None) -> object:
         """The single value a query returns (the result is read to the end, as DuckDB requires)."""

@@ -6,11 +6,15 @@ thread turns snapshots into rows and inserts them in large batches.  Large
 batches matter: every call into DuckDB releases and re-takes the GIL, and under
 a busy application each re-take can wait a whole switch interval.
 
-The writer keeps the file open while there is a backlog and closes it once the
-queue is drained, so ``agentscope blame`` can read the store between bursts.
-When the file cannot be written (locked by another process, unwritable), rows
-are kept and retried with the next batch, up to ``max_pending`` spans; the
-failure is reported once through the ``agentscope`` logger.
+Each flush is one write of the shared store (``agentscope.store.shared``): the
+file is held only while the batch is inserted.  When another process holds it
+for longer than ``lock_wait_s``, rows are kept in memory and retried at the next
+flush; past ``memory_rows`` they are spilled to the store's spool (fsynced), for
+whichever writer gets the file next.  At shutdown what cannot be written within
+``shutdown_wait_s`` is spilled.  Only a spool that cannot be written (disk full,
+read-only folder) loses spans: they are counted in ``dropped`` and reported once
+through the ``agentscope`` logger.  The application's threads never wait on any
+of this: they only append to a queue.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections import deque
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
@@ -27,7 +32,8 @@ from agentscope import attributes as A
 from agentscope.sdk._safety import report
 from agentscope.store.rows import make_row
 from agentscope.store.schema import rows_to_table
-from agentscope.store.store import Store, StoreError
+from agentscope.store.shared import SharedStore, StoreBusy
+from agentscope.store.store import StoreError
 
 SPAN_KIND_NAMES = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 STATUS_NAMES = ("UNSET", "OK", "ERROR")
@@ -74,7 +80,7 @@ def snapshot_to_row(snap: tuple) -> tuple:
 
 
 class StoreSpanProcessor(SpanProcessor):
-    """Write every finished span into the DuckDB store at ``path``."""
+    """Write every finished span into the DuckDB store at ``path``, shared with other processes."""
 
     def __init__(
         self,
@@ -83,18 +89,27 @@ class StoreSpanProcessor(SpanProcessor):
         batch_size: int = 8192,
         flush_interval_s: float = 0.5,
         max_pending: int = 500_000,
+        memory_rows: int = 50_000,
+        lock_wait_s: float = 1.0,
+        shutdown_wait_s: float = 5.0,
     ) -> None:
         self.path = Path(path)
+        self.shared = SharedStore(self.path)
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
         self.max_pending = max_pending
+        self.memory_rows = memory_rows
+        self.lock_wait_s = lock_wait_s
+        self.shutdown_wait_s = shutdown_wait_s
         self.dropped = 0
+        """Spans lost: the queue was full, or the store was busy and the spool could not be written."""
+        self.spilled = 0
+        """Spans written to the spool for a later writer to load."""
         self._queue: deque[tuple] = deque()
         self._retry: list[tuple] = []
         self._write_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = False
-        self._store: Store | None = None
         self._prepare()
         self._thread = threading.Thread(target=self._run, name="agentscope-store-writer", daemon=True)
         self._thread.start()
@@ -104,11 +119,17 @@ class StoreSpanProcessor(SpanProcessor):
 
         Done later on the writer thread, this first-time work competes for the
         GIL with a busy application and can take seconds while spans pile up.
+        A store busy with other writers already exists: nothing to create.
         """
         rows_to_table([])
         with self._write_lock:
-            self._insert([])
-            self._close()
+            try:
+                with self.shared.writing(self.lock_wait_s):
+                    pass
+            except StoreBusy:
+                pass
+            except (StoreError, duckdb.Error, OSError) as exc:
+                report(f"opening the store {self.path}", exc, internal=False)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pass
@@ -116,7 +137,7 @@ class StoreSpanProcessor(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         if self._stopping:
             return
-        if len(self._queue) + len(self._retry) >= self.max_pending:
+        if len(self._queue) >= self.max_pending:
             self.dropped += 1
             report(
                 f"queueing spans for the store {self.path}",
@@ -134,53 +155,55 @@ class StoreSpanProcessor(SpanProcessor):
             self._wake.clear()
             self.write_pending()
 
-    def write_pending(self) -> bool:
-        """Write everything queued so far; False if the store could not be written."""
+    def write_pending(self, wait_s: float | None = None) -> bool:
+        """Write everything queued so far in one write; False if it had to be kept or spilled."""
         with self._write_lock:
             try:
-                while self._queue or self._retry:
-                    rows, self._retry = self._retry, []
-                    while self._queue and len(rows) < self.batch_size:
-                        rows.append(snapshot_to_row(self._queue.popleft()))
-                    if not self._insert(rows):
-                        return False
-                return True
+                rows = self._retry
+                self._retry = []
+                while self._queue:
+                    rows.append(snapshot_to_row(self._queue.popleft()))
+                if not rows:
+                    return True
+                table = rows_to_table(rows)
             except Exception as exc:
                 report("writing spans to the store", exc)
                 return False
-            finally:
-                self._close()
-
-    def _insert(self, rows: list[tuple]) -> bool:
-        try:
-            if self._store is None:
-                self._store = Store(self.path)
-            self._store.insert(rows_to_table(rows))
-            return True
-        except (StoreError, duckdb.Error, OSError) as exc:
-            self._retry = rows
-            self._close()
-            report(f"writing spans to the store {self.path}", exc, internal=False)
+            try:
+                self.shared.insert(table, self.lock_wait_s if wait_s is None else wait_s)
+                return True
+            except StoreBusy as exc:
+                if exc.foreign:  # another agentscope writer is routine; a program outside the protocol is not
+                    report(f"writing spans to the store {self.path}", exc, internal=False)
+                self._keep(rows, table, spill=len(rows) >= self.memory_rows)
+            except (StoreError, duckdb.Error, OSError) as exc:
+                report(f"writing spans to the store {self.path}", exc, internal=False)
+                self._keep(rows, table, spill=len(rows) >= self.memory_rows)
             return False
 
-    def _close(self) -> None:
-        if self._store is not None:
-            store, self._store = self._store, None
-            try:
-                store.close()
-            except duckdb.Error as exc:
-                report(f"closing the store {self.path}", exc, internal=False)
+    def _keep(self, rows: list[tuple], table: pa.Table, spill: bool) -> None:
+        """Keep rows that could not be written for the next flush, or spill them to the spool."""
+        if not spill:
+            self._retry = rows
+            return
+        try:
+            self.shared.spill(table)
+            self.spilled += len(rows)
+        except OSError as exc:
+            self.dropped += len(rows)
+            report(f"spilling spans to {self.shared.spool_dir}", exc, internal=False)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.write_pending()
 
     def shutdown(self) -> None:
+        """Flush within ``shutdown_wait_s``; spill what the store would not take in that time."""
         self._stopping = True
         self._wake.set()
         self._thread.join(timeout=30)
-        if not self.write_pending():
-            report(
-                f"storing the last spans in {self.path}",
-                StoreError(f"{len(self._retry) + len(self._queue)} spans could not be stored at shutdown"),
-                internal=False,
-            )
+        if self.write_pending(self.shutdown_wait_s):
+            return
+        with self._write_lock:
+            rows, self._retry = self._retry, []
+            if rows:
+                self._keep(rows, rows_to_table(rows), spill=True)

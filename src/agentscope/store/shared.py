@@ -1,0 +1,236 @@
+"""One store file, many processes (DESIGN §11): short writes, snapshot reads, a spool for the rest.
+
+DuckDB lets one process open a file for writing at a time, and a writer also
+shuts out readers.  So every agentscope process coordinates through an advisory
+lock file beside the store (``agentscope.duckdb.lock``, POSIX ``flock``):
+
+- a **writer** takes the lock exclusively for one write — open, load any spilled
+  batches, insert, close (DuckDB checkpoints on close) — and gives it back;
+- a **reader** takes it shared only while it copies the file to a private
+  snapshot (waiting at most ``READ_WAIT_S`` for a writer's one write), then
+  reads the snapshot for as long as it likes;
+- a writer that cannot get the file in time keeps its batch, or **spills** it to
+  the spool folder beside the store (``agentscope.duckdb.spool/``) as an Arrow
+  file written to a temporary name, fsynced and renamed, so a spilled batch is
+  whole or absent.  The next writer that gets the file loads the spool first.
+  Loading is ``INSERT OR IGNORE``, so a batch loaded twice (its writer killed
+  between the insert and the unlink) is stored once.
+
+A process that is killed holds nothing: the kernel drops its ``flock``, and
+DuckDB replays its write-ahead log on the next open.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from agentscope.store.store import Inserted, Store, StoreError
+
+READ_WAIT_S = 2.0
+"""How long a reader waits for a writer's write before it copies the file without the lock."""
+SPOOL_FILES_PER_WRITE = 64
+"""Spilled batches loaded by one write at most, so that one write stays short."""
+
+
+class StoreBusy(StoreError):
+    """The store was held by others for longer than this caller would wait."""
+
+    def __init__(self, message: str, foreign: bool = False) -> None:
+        super().__init__(message)
+        self.foreign = foreign
+        """Held by a program outside this protocol (DuckDB's own lock), not by another agentscope writer."""
+
+
+class SharedStore:
+    """A store file used by many processes at once; see the module docstring for the protocol."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.spool_dir = self.path.with_name(self.path.name + ".spool")
+
+    # -- the lock -------------------------------------------------------------
+
+    @contextmanager
+    def _locked(self, exclusive: bool, timeout_s: float) -> Iterator[bool]:
+        """Hold the lock file; yields False, holding nothing, where it cannot be made (read-only folder)."""
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            if exclusive:
+                raise
+            yield False
+            return
+        try:
+            mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
+            deadline = time.monotonic() + timeout_s
+            pause = 0.002
+            while True:
+                try:
+                    fcntl.flock(fd, mode)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise StoreBusy(f"store {self.path} is being written by another process") from None
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    # -- writing --------------------------------------------------------------
+
+    @contextmanager
+    def writing(self, timeout_s: float = 30.0) -> Iterator[Store]:
+        """The store open for one write, spilled batches loaded first; StoreBusy after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._locked(True, timeout_s):
+            store = self._open(deadline)
+            try:
+                self._load_spool(store)
+                yield store
+            finally:
+                store.close()
+
+    def _open(self, deadline: float) -> Store:
+        """Open for writing, retrying until ``deadline`` while a program outside this protocol
+        (a DuckDB shell, say) holds DuckDB's own lock on the file."""
+        while True:
+            try:
+                return Store(self.path)
+            except StoreError as exc:
+                if "lock" not in str(exc).lower():
+                    raise
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(
+                        f"store {self.path} is held by another program: {exc}", foreign=True
+                    ) from None
+                time.sleep(0.02)
+
+    def insert(self, batch: pa.Table, timeout_s: float = 30.0) -> Inserted:
+        """Store one batch in one write (waiting at most ``timeout_s`` for the file)."""
+        with self.writing(timeout_s) as store:
+            return store.insert(batch)
+
+    def merge(self, other: Path, timeout_s: float = 30.0) -> tuple[int, int, list[str]]:
+        """Merge another store file in one write: (spans read, spans added, its trace ids)."""
+        with self.writing(timeout_s) as store:
+            return store.merge(other)
+
+    def count_tasks(self, trace_ids: list[str], timeout_s: float = 30.0) -> int:
+        """:meth:`Store.count_tasks` in one short hold of the file."""
+        with self.writing(timeout_s) as store:
+            return store.count_tasks(trace_ids)
+
+    # -- the spool ------------------------------------------------------------
+
+    def spill(self, batch: pa.Table) -> None:
+        """Write a batch to the spool, whole or not at all (OSError when the disk is full or read-only)."""
+        self.spool_dir.mkdir(exist_ok=True)
+        name = f"{time.time_ns():020d}-{os.getpid()}-{uuid.uuid4().hex[:8]}.arrow"
+        temporary = self.spool_dir / f".{name}.tmp"
+        try:
+            with temporary.open("wb") as handle:
+                with ipc.new_file(handle, batch.schema) as writer:
+                    writer.write_table(batch)
+                handle.flush()
+                os.fsync(handle.fileno())
+            temporary.rename(self.spool_dir / name)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        directory = os.open(self.spool_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+    def spooled(self) -> list[Path]:
+        """Spilled batches waiting to be loaded, oldest first."""
+        if not self.spool_dir.is_dir():
+            return []
+        return sorted(self.spool_dir.glob("*.arrow"))
+
+    def _load_spool(self, store: Store) -> None:
+        for path in self.spooled()[:SPOOL_FILES_PER_WRITE]:
+            try:
+                with ipc.open_file(path) as reader:
+                    table = reader.read_all()
+            except (OSError, pa.ArrowInvalid):
+                path.rename(path.with_suffix(".unreadable"))  # kept for a person to look at, not retried
+                continue
+            store.insert(table)
+            path.unlink()
+
+    # -- reading --------------------------------------------------------------
+
+    @contextmanager
+    def reading(self, wait_s: float = READ_WAIT_S) -> Iterator[Store]:
+        """A read-only snapshot holding every span committed or spilled before the call.
+
+        The file (with its write-ahead log, after a killed writer) and the spool
+        are copied while the lock is held shared, which waits at most ``wait_s``
+        for a writer's one write; past that they are copied as they stand on
+        disk, which is the last completed write.  Spilled batches are applied to
+        the snapshot only (loading them into the store is a writer's job).  The
+        snapshot is deleted when the block ends.
+        """
+        if not self.path.exists():
+            raise StoreError(f"store {self.path} does not exist")
+        folder = Path(tempfile.mkdtemp(prefix="agentscope-snapshot-"))
+        try:
+            copy = folder / self.path.name
+            try:
+                with self._locked(False, wait_s):
+                    spooled = self._copy_to(copy)
+            except StoreBusy:
+                spooled = self._copy_to(copy)
+            store = self._open_snapshot(copy, spooled)
+            try:
+                yield store
+            finally:
+                store.close()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _copy_to(self, copy: Path) -> list[pa.Table]:
+        """Copy the file and its log to ``copy``; the spilled batches, read."""
+        shutil.copyfile(self.path, copy)
+        wal = self.path.with_name(self.path.name + ".wal")
+        if wal.exists():
+            shutil.copyfile(wal, copy.with_name(copy.name + ".wal"))
+        tables = []
+        for path in self.spooled():
+            try:
+                with ipc.open_file(path) as reader:
+                    tables.append(reader.read_all())
+            except (OSError, pa.ArrowInvalid):  # loaded and removed meanwhile, or unreadable
+                continue
+        return tables
+
+    def _open_snapshot(self, copy: Path, spooled: list[pa.Table]) -> Store:
+        wal = copy.with_name(copy.name + ".wal")
+        try:
+            if not spooled and not wal.exists():
+                return Store(copy, read_only=True)
+            store = Store(copy)  # replays a killed writer's log; takes the spilled batches
+            for table in spooled:
+                store.insert(table)
+            return store
+        except (StoreError, duckdb.Error) as exc:  # name the store, not its snapshot
+            raise StoreError(str(exc).replace(str(copy), str(self.path))) from exc
