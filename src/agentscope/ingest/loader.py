@@ -26,7 +26,7 @@ from agentscope.ingest import otlp_duckdb
 from agentscope.ingest.batching import BATCH_ROWS, Batcher, Problem
 from agentscope.ingest.otlp import json_lines_records
 from agentscope.ingest.records import Record
-from agentscope.ingest.sources import UnknownFormat, expand, open_detected, records
+from agentscope.ingest.sources import UnknownFormat, expand, open_detected, records, stream_problem
 from agentscope.store.schema import rows_to_table
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import Inserted, Store
@@ -267,6 +267,13 @@ def ingest_file(
             _take_json_lines(stream, name, batches, summary, position)
         else:
             _take_records(records(fmt, stream), name, batches, summary, position)
+        cut = stream_problem(stream)
+        if cut is not None:
+            where = f"after line {position.line:,}" if position.line else "before its first whole line"
+            summary.add_problem(
+                Problem(name, position.line + 1, f"{cut} {where}; the lines before it were kept"),
+                skipped=False,
+            )
     except (EOFError, OSError, zlib.error) as exc:
         summary.add_problem(Problem(name, position.line + 1, f"the file ends early: {exc}"), skipped=False)
     except UnicodeDecodeError as exc:
@@ -295,8 +302,12 @@ def ingest(
             summary.files += 1
             summary.add_problem(Problem(str(path), 0, "no such file or folder"), skipped=False)
             continue
-        for file in expand([path]):
+        unreadable: list[tuple[Path, str]] = []
+        for file in expand([path], unreadable):
             ingest_file(store, file, summary, progress, traces)
+        for folder, reason in unreadable:
+            summary.files += 1
+            summary.add_problem(Problem(str(folder), 0, f"cannot read the folder: {reason}"), skipped=False)
     summary.traces = len(traces)
     summary.tasks = store.count_tasks(sorted(traces)) if traces else 0
     summary.seconds = time.perf_counter() - started

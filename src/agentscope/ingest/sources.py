@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -37,23 +39,72 @@ class UnknownFormat(ValueError):
     """The file is none of the formats agentscope reads."""
 
 
-def expand(paths: list[Path]) -> Iterator[Path]:
-    """Files under ``paths`` (folders recursively, sorted), skipping hidden files."""
+def expand(paths: list[Path], unreadable: list[tuple[Path, str]] | None = None) -> Iterator[Path]:
+    """Files under ``paths`` (folders recursively, sorted), skipping hidden files.
+
+    A folder that cannot be listed is not skipped silently: it is added to
+    ``unreadable`` with the reason (the caller reports it).
+    """
     for path in paths:
-        if path.is_dir():
-            for child in sorted(path.rglob("*")):
-                if child.is_file() and not any(
-                    part.startswith(".") for part in child.relative_to(path).parts
-                ):
-                    yield child
-        else:
+        if not path.is_dir():
             yield path
+            continue
+        found: list[Path] = []
+
+        def note(error: OSError, top: Path = path) -> None:
+            if unreadable is not None:
+                unreadable.append((Path(error.filename or top), error.strerror or str(error)))
+
+        for folder, folders, files in os.walk(path, onerror=note):
+            folders[:] = sorted(name for name in folders if not name.startswith("."))
+            found += [Path(folder) / name for name in files if not name.startswith(".")]
+        yield from sorted(found)
+
+
+class _GzipUntilCut(io.RawIOBase):
+    """A gzip file read up to where it is cut short or broken, which is kept in ``problem``.
+
+    The gzip module raises at the end of a truncated file, losing whatever the
+    reader had buffered; this stream ends there instead, so every whole line
+    before the cut is read, and the loader reports the cut.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._gzip = gzip.open(path, "rb")  # noqa: SIM115 - held for the stream's life, closed by close()
+        self.problem: str | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self.problem is not None:
+            return 0
+        try:
+            data = self._gzip.read(len(buffer))
+        except EOFError:
+            self.problem = "the file is cut short (its gzip stream ends early)"
+            return 0
+        except (OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            self.problem = f"the gzip data is broken: {exc}"
+            return 0
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._gzip.close()
+        super().close()
 
 
 def open_binary(path: Path) -> IO[bytes]:
+    """The file's bytes, decompressed when it is gzip (judged by its magic bytes, not its name)."""
     with path.open("rb") as probe:
         magic = probe.read(2)
-    return gzip.open(path, "rb") if magic == GZIP_MAGIC else path.open("rb")
+    return _GzipUntilCut(path) if magic == GZIP_MAGIC else path.open("rb")
+
+
+def stream_problem(stream: IO[bytes]) -> str | None:
+    """Why a stream from :func:`open_detected` ended early (a cut or broken gzip file), if it did."""
+    return getattr(getattr(stream, "raw", None), "problem", None)
 
 
 def detect(stream: IO[bytes]) -> str:
@@ -112,6 +163,12 @@ def open_detected(path: Path) -> tuple[str, IO[bytes]]:
     stream = io.BufferedReader(raw, buffer_size=HEAD) if not isinstance(raw, io.BufferedReader) else raw
     try:
         return detect(stream), stream
+    except UnknownFormat:
+        problem = stream_problem(stream)
+        stream.close()
+        if problem is not None:  # "empty" or "not JSON" only because the gzip data stopped
+            raise UnknownFormat(problem) from None
+        raise
     except Exception:
         stream.close()
         raise

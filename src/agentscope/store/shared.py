@@ -59,13 +59,19 @@ class SharedStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.turn_path = self.path.with_name(self.path.name + ".lock.queue")
         self.spool_dir = self.path.with_name(self.path.name + ".spool")
 
     # -- the lock -------------------------------------------------------------
 
     @contextmanager
     def _locked(self, exclusive: bool, timeout_s: float) -> Iterator[bool]:
-        """Hold the lock file; yields False, holding nothing, where it cannot be made (read-only folder)."""
+        """Hold the lock file; yields False, holding nothing, where it cannot be made (read-only folder).
+
+        Waiters queue through a turnstile (a second lock file, held only while
+        waiting), so a reader is not starved by writers that take the lock back
+        one after another: it waits about one write, not for the writers to pause.
+        """
         try:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError:
@@ -74,24 +80,34 @@ class SharedStore:
             yield False
             return
         try:
-            mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
             deadline = time.monotonic() + timeout_s
-            pause = 0.002
-            while True:
+            turn = os.open(self.turn_path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                self._acquire(turn, fcntl.LOCK_EX, deadline)
                 try:
-                    fcntl.flock(fd, mode)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise StoreBusy(f"store {self.path} is being written by another process") from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.05)
+                    self._acquire(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline)
+                finally:
+                    fcntl.flock(turn, fcntl.LOCK_UN)
+            finally:
+                os.close(turn)
             try:
                 yield True
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def _acquire(self, fd: int, mode: int, deadline: float) -> None:
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreBusy(f"store {self.path} is being written by another process") from None
+                time.sleep(pause)
+                pause = min(pause * 2, 0.02)
 
     # -- writing --------------------------------------------------------------
 

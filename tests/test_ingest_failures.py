@@ -1,0 +1,98 @@
+"""The ways a compressed or unreadable input can fail: named by file and line, good lines kept, exit 2."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+
+import pytest
+from orjson import dumps
+from traces_fixtures import agent_trace_otlp
+
+from agentscope.store import Store
+
+LINES = b"".join(dumps(agent_trace_otlp(f"{n + 1:032x}")) + b"\n" for n in range(3000))
+
+
+def ingest(*paths, store) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", "ingest", *map(str, paths), "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def spans_in(store) -> int:
+    with Store(store, read_only=True) as opened:
+        return opened.span_count()
+
+
+def test_a_truncated_gzip_keeps_the_lines_before_the_cut_and_says_where(tmp_path):
+    packed = gzip.compress(LINES)
+    path = tmp_path / "export.jsonl.gz"
+    path.write_bytes(packed[: len(packed) * 2 // 3])
+    store = tmp_path / "s.duckdb"
+    result = ingest(path, store=store)
+    assert result.returncode == 2, result.stderr
+    assert "Aborted" not in result.stdout + result.stderr and "Traceback" not in result.stderr
+    kept = spans_in(store)
+    assert kept > 0 and kept % 3 == 0  # whole lines only (three spans a line)
+    lines = kept // 3
+    assert (
+        f"{path}:{lines + 2}: the file is cut short (its gzip stream ends early) after line {lines + 1:,}"
+        in (result.stderr)
+    )
+    assert f"{path}:{lines + 1}: invalid JSON" in result.stderr  # the line the cut went through
+
+
+def test_a_gzip_cut_before_its_first_line_is_named(tmp_path):
+    path = tmp_path / "tiny.jsonl.gz"
+    path.write_bytes(gzip.compress(LINES)[:200])
+    result = ingest(path, store=tmp_path / "s.duckdb")
+    assert result.returncode == 2
+    assert f"{path}: cannot read: the file is cut short" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "cannot read: the file is empty"),
+        (b"\x1f\x8b" + b"not really gzip" * 10, "cannot read: the gzip data is broken"),
+    ],
+    ids=["empty", "gzip magic, broken data"],
+)
+def test_empty_and_broken_files_are_named(tmp_path, content, message):
+    path = tmp_path / "export.jsonl.gz"
+    path.write_bytes(content)
+    good = tmp_path / "good.jsonl"
+    good.write_bytes(LINES[: LINES.index(b"\n") + 1])
+    store = tmp_path / "s.duckdb"
+    result = ingest(path, good, store=store)
+    assert result.returncode == 2 and f"{path}: {message}" in result.stderr
+    assert spans_in(store) == 3  # the good file beside it is kept
+
+
+def test_a_file_named_gz_that_is_not_gzip_is_read_by_its_content(tmp_path):
+    path = tmp_path / "export.jsonl.gz"
+    path.write_bytes(LINES[:50_000].rsplit(b"\n", 1)[0] + b"\n")
+    store = tmp_path / "s.duckdb"
+    result = ingest(path, store=store)
+    assert result.returncode == 0, result.stderr
+    assert spans_in(store) == LINES[:50_000].rsplit(b"\n", 1)[0].count(b"\n") * 3 + 3
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every folder whatever its permissions")
+def test_a_folder_that_cannot_be_listed_is_named(tmp_path):
+    folder = tmp_path / "traces" / "locked"
+    folder.mkdir(parents=True)
+    (tmp_path / "traces" / "ok.jsonl").write_bytes(LINES[: LINES.index(b"\n") + 1])
+    folder.chmod(0)
+    try:
+        result = ingest(tmp_path / "traces", store=tmp_path / "s.duckdb")
+    finally:
+        folder.chmod(0o755)
+    assert result.returncode == 2 and f"{folder}: cannot read the folder" in result.stderr
