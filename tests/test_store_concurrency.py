@@ -268,3 +268,21 @@ def test_a_full_spool_is_counted_and_reported_once_and_the_app_is_unharmed(tiny_
     assert processor.dropped > 0 and processor.spilled > 0
     spill_warnings = [r for r in caplog.records if "spilling spans" in r.getMessage()]
     assert len(spill_warnings) == 1
+
+
+def test_a_read_only_disk_is_counted_and_reported_once_and_the_app_is_unharmed(tiny_disk, caplog):
+    path = tiny_disk / "frozen.duckdb"
+    SharedStore(path).insert(rows_to_table([]))
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_disk)], check=True)
+    processor = StoreSpanProcessor(path, memory_rows=100, lock_wait_s=0.01, flush_interval_s=0.01)
+    ags.init(store=None, instrument=False, span_processors=[processor])
+    try:
+        with caplog.at_level(logging.WARNING, logger="agentscope"):
+            assert [ags.tool(lambda i: i + 1)(i) for i in range(2_000)] == list(range(1, 2_001))
+            ags.flush()
+    finally:
+        ags.shutdown()
+    assert processor.dropped == 2_000 and processor.spilled == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("spilling spans" in m for m in messages) == 1
+    assert sum("writing spans to the store" in m for m in messages) == 1
