@@ -201,6 +201,26 @@ class Measured:
         ours, known = self.whatif_change("sequential")
         assert abs(ours - known) <= 0.05, self.row()
 
+    def check_streamed(self) -> None:
+        """A streamed call's model time to the same ±10% (the first token splits it, where recorded)."""
+        for truth, result in self.pairs("streamed"):
+            assert self.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10), self.row()
+
+    def check_hidden_retries(self) -> None:
+        """The 429 task, where the peer records no attempt: the SDK retries inside the span the peer
+        wraps, so the failed attempt and the backoff are in the call's time and nothing is invented as
+        retry; the tools are still right."""
+        for truth, result in self.pairs("retry"):
+            assert result.components[C.KEY_INDEX[C.FAILED]] == 0
+            assert self.model_ms(result) >= truth.model_ms
+            assert self.tools_ms(result) == pytest.approx(sum(truth.tools.values()), rel=0.10)
+
+    def check_parallel_tools(self) -> None:
+        """The three tools ran at once: the path holds about the longest, not their sum."""
+        for truth, result in self.pairs("parallel"):
+            assert self.tools_ms(result) < 0.85 * sum(truth.tools.values())
+            assert self.tools_ms(result) >= 0.9 * max(truth.tools.values())
+
 
 class Providers:
     """A well-behaved simulated provider and one that answers every call's first attempt with 429."""

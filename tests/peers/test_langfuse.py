@@ -91,11 +91,9 @@ def test_langfuse_observations_blame_matches_the_known_delays(langfuse_client, o
     measured.check_sequential()
     for _, result in measured.pairs("sequential"):
         assert result.llm_calls == 4 and result.input_tokens > 0 and result.output_tokens > 0
-    for truth, result in measured.pairs("streamed"):  # completionStartTime splits the call
-        assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
-    for truth, result in measured.pairs("parallel"):
-        assert measured.tools_ms(result) < 0.85 * sum(truth.tools.values())
-        assert measured.tools_ms(result) >= 0.9 * max(truth.tools.values())
+    measured.check_streamed()
+    measured.check_hidden_retries()
+    measured.check_parallel_tools()
 
 
 def test_bad_observations_are_named_by_file_and_record_and_the_good_ones_kept(

@@ -55,18 +55,9 @@ def test_langgraph_blame_matches_the_known_delays(instrumentation, request, prov
     calls = sum(1 for truth in measured.truths for served in truth.served if served.status == 200)
     assert measured.repaired == calls  # every model call's runnable was moved under its node
     measured.check_sequential()
-    for truth, result in measured.pairs("streamed"):  # the streamed call's first token splits it
-        assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
-    for truth, result in measured.pairs("retry"):
-        # The SDK retries inside ChatOpenAI's span: nothing shows the 429, so its attempt and the
-        # backoff are in the call's time; the task's total and the tools are still right.
-        assert result.components[measured_index("retry.failed")] == 0
-        assert measured.model_ms(result) >= truth.model_ms
-        assert measured.tools_ms(result) == pytest.approx(sum(truth.tools.values()), rel=0.10)
-    for truth, result in measured.pairs("parallel"):
-        # ToolNode runs the three calls at once: the path holds the longest, not their sum.
-        assert measured.tools_ms(result) < 0.85 * sum(truth.tools.values())
-        assert measured.tools_ms(result) >= 0.9 * max(truth.tools.values())
+    measured.check_streamed()
+    measured.check_hidden_retries()
+    measured.check_parallel_tools()
 
 
 def measured_index(key: str) -> int:
@@ -133,6 +124,8 @@ def test_langgraph_traced_to_langsmith_reads_back_with_the_same_answers(
         assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
     for _, result in measured.pairs("sequential"):
         assert result.llm_calls == 4 and result.input_tokens > 0 and result.output_tokens > 0
+    measured.check_hidden_retries()
+    measured.check_parallel_tools()
 
 
 def test_bad_langsmith_runs_are_named_by_file_and_line_and_the_good_ones_kept(

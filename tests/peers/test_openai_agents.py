@@ -51,11 +51,6 @@ def test_openai_agents_blame_matches_the_known_delays(openinference_agents, prov
     measured = measure("openai-agents + OpenInference", run, openinference_agents.export, providers, tmp_path)
     print(measured.row())
     measured.check_sequential()
-    for truth, result in measured.pairs("streamed"):
-        assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
-    for truth, result in measured.pairs("retry"):
-        assert measured.model_ms(result) >= truth.model_ms  # the SDK's retry is inside the generation span
-    for truth, result in measured.pairs("parallel"):
-        # The Agents SDK runs the function tools of one turn at once.
-        assert measured.tools_ms(result) < 0.85 * sum(truth.tools.values())
-        assert measured.tools_ms(result) >= 0.9 * max(truth.tools.values())
+    measured.check_streamed()
+    measured.check_hidden_retries()
+    measured.check_parallel_tools()

@@ -73,12 +73,6 @@ def test_openai_sdk_agent_blame_matches_the_known_delays(peer, otel, providers, 
         instrumentor.uninstrument()
     print(measured.row())
     measured.check_sequential()
-    for truth, result in measured.pairs("streamed"):
-        assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
-    for truth, result in measured.pairs("retry"):
-        # The SDK retries inside the instrumented method: the 429 and the backoff are in the call's span.
-        assert measured.model_ms(result) >= truth.model_ms
-        assert measured.tools_ms(result) == pytest.approx(sum(truth.tools.values()), rel=0.10)
-    for truth, result in measured.pairs("parallel"):
-        assert measured.tools_ms(result) < 0.85 * sum(truth.tools.values())
-        assert measured.tools_ms(result) >= 0.9 * max(truth.tools.values())
+    measured.check_streamed()
+    measured.check_hidden_retries()
+    measured.check_parallel_tools()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from harness import MODEL, TOOLS, measure, prompt_for, require
 
 require("pydantic_ai")
@@ -36,12 +35,6 @@ def test_pydantic_ai_blame_matches_the_known_delays(otel, providers, tmp_path):
     measured = measure("pydantic-ai", run, otel.export, providers, tmp_path)
     print(measured.row())
     measured.check_sequential()
-    for truth, result in measured.pairs("streamed"):
-        assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
-    for truth, result in measured.pairs("retry"):
-        # pydantic-ai's chat span wraps the openai SDK call, whose retry is inside it.
-        assert measured.model_ms(result) >= truth.model_ms
-    for truth, result in measured.pairs("parallel"):
-        # pydantic-ai runs the three tool calls at once.
-        assert measured.tools_ms(result) < 0.85 * sum(truth.tools.values())
-        assert measured.tools_ms(result) >= 0.9 * max(truth.tools.values())
+    measured.check_streamed()
+    measured.check_hidden_retries()
+    measured.check_parallel_tools()

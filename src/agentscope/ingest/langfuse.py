@@ -17,9 +17,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from agentscope import attributes as A
-from agentscope.ingest.jsonstream import JSONStreamError
 from agentscope.ingest.records import BadSpan, Record, record
-from agentscope.ingest.runs import first_line, iso_ns, iter_objects, number, span_id_of, trace_id_of
+from agentscope.ingest.runs import first_line, iso_ns, number, read_export, span_id_of, trace_id_of
 
 OBSERVATION_TYPE = "langfuse.observation.type"
 OBSERVATION_ID = "langfuse.observation.id"
@@ -106,11 +105,4 @@ def observation_record(observation: Any, position: int) -> Record:
 
 def read(stream: IO[bytes]) -> Iterator[Record]:
     """Every observation of a Langfuse export."""
-    try:
-        for position, observation in iter_objects(stream, envelope="data"):
-            if isinstance(observation, JSONStreamError):
-                yield Record(position, problem=str(observation))
-            else:
-                yield observation_record(observation, position)
-    except JSONStreamError as exc:
-        yield Record(0, problem=f"invalid Langfuse export: {exc}")
+    return read_export(stream, "data", observation_record, "Langfuse export")

@@ -16,9 +16,8 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from agentscope import attributes as A
-from agentscope.ingest.jsonstream import JSONStreamError
 from agentscope.ingest.records import BadSpan, Record, record
-from agentscope.ingest.runs import dig, first_line, iso_ns, iter_objects, number, span_id_of, trace_id_of
+from agentscope.ingest.runs import dig, first_line, iso_ns, number, read_export, span_id_of, trace_id_of
 
 RUN_TYPE = "langsmith.run_type"
 RUN_ID = "langsmith.run_id"
@@ -122,11 +121,4 @@ def run_record(run: Any, position: int) -> Record:
 
 def read(stream: IO[bytes]) -> Iterator[Record]:
     """Every run of a LangSmith export."""
-    try:
-        for position, run in iter_objects(stream, envelope="runs"):
-            if isinstance(run, JSONStreamError):
-                yield Record(position, problem=str(run))
-            else:
-                yield run_record(run, position)
-    except JSONStreamError as exc:
-        yield Record(0, problem=f"invalid LangSmith export: {exc}")
+    return read_export(stream, "runs", run_record, "LangSmith export")

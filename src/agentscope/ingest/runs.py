@@ -11,14 +11,14 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from typing import IO, Any
 
 import orjson
 
 from agentscope.ingest.jsonstream import JSONStreamError, iter_array
-from agentscope.ingest.records import BadSpan
+from agentscope.ingest.records import BadSpan, Record
 
 _ISO = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?\s*(Z|[+-]\d\d:?\d\d)?$", re.IGNORECASE
@@ -139,3 +139,17 @@ def iter_objects(stream: IO[bytes], envelope: str = "data") -> Iterator[tuple[in
     if not isinstance(items, list):
         raise JSONStreamError(f'"{envelope}" is not an array')
     yield from enumerate(items, start=1)
+
+
+def read_export(
+    stream: IO[bytes], envelope: str, to_record: Callable[[Any, int], Record], what: str
+) -> Iterator[Record]:
+    """Every record of an export: each object through ``to_record``, each broken line or document named."""
+    try:
+        for position, item in iter_objects(stream, envelope):
+            if isinstance(item, JSONStreamError):
+                yield Record(position, problem=str(item))
+            else:
+                yield to_record(item, position)
+    except JSONStreamError as exc:
+        yield Record(0, problem=f"invalid {what}: {exc}")

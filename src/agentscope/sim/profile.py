@@ -17,10 +17,16 @@ class Profile:
     """Time a request waits for capacity before prefill starts."""
     prefill_ms: float = 60.0
     """Prompt processing time; the first token follows it."""
+    prefill_tokens_per_s: float = 0.0
+    """Prompt processing rate: each request's prefill is ``prefill_ms`` plus its input tokens at this
+    rate (0: prefill does not grow with the prompt)."""
     tokens_per_s: float = 500.0
     """Decode rate after the first token."""
     output_tokens: int = 40
-    """Tokens in each completion (overridden by the request's ``max_tokens`` when smaller)."""
+    """Tokens in each completion without ``max_tokens``; with it (chat completions), exactly that many."""
+    capacity: int = 0
+    """Requests served at once (0: unlimited); the others wait for a slot, in arrival order, and the
+    wait is added to the queue time the response reports."""
     jitter: float = 0.0
     """Relative spread of each latency, e.g. 0.2 = uniform within ±20%."""
     error_rate: float = 0.0

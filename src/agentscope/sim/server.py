@@ -154,11 +154,29 @@ def app_for(
             return JSONResponse({"error": {"message": "simulated server error"}}, status_code=500)
         return body
 
-    def latencies(tokens: int) -> tuple[float, float, float]:
-        """Queue, prefill and decode time (ms) of one request producing ``tokens``."""
+    slots = asyncio.Semaphore(profile.capacity) if profile.capacity > 0 else None
+    """Requests served at once; the others wait their turn, and the wait is reported as queue time."""
+
+    def latencies(tokens: int, prompt_tokens: int = 0) -> tuple[float, float, float]:
+        """Queue, prefill and decode (ms) of a request reading ``prompt_tokens`` and writing ``tokens``."""
         rate = profile.tokens_per_s
         decode_ms = profile.draw(rng, tokens / rate * 1000) if rate > 0 else 0.0
-        return profile.draw(rng, profile.queue_ms), profile.draw(rng, profile.prefill_ms), decode_ms
+        prefill_ms = profile.prefill_ms
+        if profile.prefill_tokens_per_s > 0:
+            prefill_ms += prompt_tokens / profile.prefill_tokens_per_s * 1000
+        return profile.draw(rng, profile.queue_ms), profile.draw(rng, prefill_ms), decode_ms
+
+    async def take_slot() -> float:
+        """Wait for a free slot (with a capacity); the ms waited."""
+        if slots is None:
+            return 0.0
+        waited = time.perf_counter()
+        await slots.acquire()
+        return (time.perf_counter() - waited) * 1000
+
+    def free_slot() -> None:
+        if slots is not None:
+            slots.release()
 
     async def chat(request: Request) -> Response:
         arrival_ns = now_ns()
@@ -166,13 +184,28 @@ def app_for(
         if isinstance(body, Response):
             log(arrival_ns, body.status_code)
             return body
+        waited_ms = await take_slot()
+        streamed = False
+        try:
+            response = await completion(request, body, arrival_ns, waited_ms)
+            streamed = isinstance(response, StreamingResponse)
+            return response
+        finally:
+            if not streamed:  # a stream gives its slot back when it ends
+                free_slot()
+
+    async def completion(
+        request: Request, body: dict[str, Any], arrival_ns: int, waited_ms: float
+    ) -> Response:
+        """One chat completion, its slot taken after ``waited_ms`` (reported as queue time)."""
         model = body.get("model") or "sim-model"
         tokens = profile.output_tokens
-        if isinstance(body.get("max_tokens"), int):
-            tokens = max(1, min(tokens, body["max_tokens"]))
+        if isinstance(body.get("max_tokens"), int):  # honoured exactly: the completion is that long
+            tokens = max(1, body["max_tokens"])
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []) + 8
-        queue_ms, prefill_ms, decode_ms = latencies(tokens)
+        queue_ms, prefill_ms, decode_ms = latencies(tokens, prompt_tokens)
         await asyncio.sleep(queue_ms / 1000)
+        queue_ms += waited_ms
         started = time.perf_counter()
         await asyncio.sleep(prefill_ms / 1000)
         request_id = f"req_{uuid.uuid4().hex[:24]}"
@@ -208,7 +241,9 @@ def app_for(
                 request_id, model, created, words, decode_ms, usage, include_usage, profile, fields, calls
             )
             return StreamingResponse(
-                _then(chunks, traced), media_type="text/event-stream", headers={"x-request-id": request_id}
+                _then(chunks, traced, free_slot),
+                media_type="text/event-stream",
+                headers={"x-request-id": request_id},
             )
         await asyncio.sleep(decode_ms / 1000)
         traced()
@@ -406,11 +441,16 @@ def _vllm_attributes(
     }
 
 
-async def _then(chunks: AsyncIterator[bytes], done: Callable[[], None]) -> AsyncIterator[bytes]:
-    """``chunks``, then ``done()`` once they are all sent."""
-    async for chunk in chunks:
-        yield chunk
-    done()
+async def _then(
+    chunks: AsyncIterator[bytes], done: Callable[[], None], finally_: Callable[[], None] = lambda: None
+) -> AsyncIterator[bytes]:
+    """``chunks``, then ``done()`` once they are all sent; ``finally_()`` however the stream ends."""
+    try:
+        async for chunk in chunks:
+            yield chunk
+        done()
+    finally:
+        finally_()
 
 
 async def _anthropic_stream(
