@@ -24,11 +24,15 @@ from agentscope.cli.ingesting import ingest_with_progress, print_problems, summa
 from agentscope.cli.render import blame_markdown, print_blame
 from agentscope.cli.waterfall import waterfall
 from rich.console import Console
+from rich.table import Table
 
 from agentscope import __version__
 from agentscope.analysis import categories
 from agentscope.analysis.chips import load_presets
 from agentscope.analysis.pipeline import blame_store, explain_stored_trace
+from agentscope.analysis.profiles import CandidateProfile, ProfileError
+from agentscope.analysis.profiles import load_presets as load_profiles
+from agentscope.analysis.profiles import resolve as resolve_profile
 from agentscope.analysis.report import DEFAULT_SCENARIOS, trace_report
 from agentscope.analysis.whatif import Scenario
 from agentscope.budget.catalog import CatalogError
@@ -165,6 +169,14 @@ def scenarios_for(speedups: list[str], chip: str | None) -> tuple[list[Scenario]
         headline = presets[chip].scenario()
         scenarios.append(headline)
     return scenarios, headline
+
+
+def targets_for(names: list[str]) -> list[CandidateProfile]:
+    """``--target`` values: preset names or profile files."""
+    try:
+        return [resolve_profile(name) for name in names]
+    except ProfileError as exc:
+        raise UsageProblem(str(exc)) from None
 
 
 def emit(text: str, output: Path | None) -> None:
@@ -307,14 +319,23 @@ def blame(
     fmt: Annotated[str, typer.Option("--format", help="table, json or markdown.")] = "table",
     output: Annotated[Path | None, typer.Option("--output", help="Write the report to this file.")] = None,
     no_repair: NoRepairOption = False,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target", help="A candidate profile: preset name or TOML file (repeatable; see profiles)."
+        ),
+    ] = None,
 ) -> None:
     """Where the p95 goes, and what a faster chip (or anything else) would change."""
     try:
         if fmt not in ("table", "json", "markdown"):
             raise UsageProblem(f"--format {fmt!r}: choose table, json or markdown")
         scenarios, headline = scenarios_for(speedup or [], chip)
+        targets = targets_for(target or [])
         with open_store(paths, store, Console(stderr=True)) as opened:
-            report = blame_store(opened, scenarios, percentile, task, headline, repair=not no_repair)
+            report = blame_store(
+                opened, scenarios, percentile, task, headline, repair=not no_repair, targets=targets
+            )
             where = opened.path
     except UsageProblem as exc:
         raise fail(str(exc)) from None
@@ -429,6 +450,29 @@ def show(
         emit(json.dumps(trace_report(explanation), indent=2), None)
     else:
         Console().print(waterfall(explanation))
+
+
+@app.command()
+def profiles() -> None:
+    """The candidate profiles shipped for --target, with each figure's source."""
+    table = Table(
+        box=None, title="candidate profiles (--target NAME, or --target FILE.toml)", title_justify="left"
+    )
+    for column in ("name", "kind", "date", "figures", "sources"):
+        table.add_column(column, no_wrap=column != "sources")
+    for profile in load_profiles().values():
+        figures = ", ".join(f"{name} {figure.value:g}" for name, figure in profile.figures.items())
+        sources = "; ".join(figure.source for figure in profile.figures.values())
+        table.add_row(profile.name, profile.kind, profile.date, figures, sources)
+    console = Console()
+    console.print(table)
+    console.print(
+        "Figures a preset leaves out count as 0 (optimistic): for a full prediction, give --target a profile "
+        "file with your own measured figures. "
+        "Per-request comparisons without token counts are chip presets (--chip): "
+        + ", ".join(sorted(load_presets())),
+        highlight=False,
+    )
 
 
 def main() -> None:

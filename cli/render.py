@@ -146,7 +146,7 @@ def blame_markdown_tables(report: Mapping[str, Any]) -> list[str]:
             _md_row(
                 [
                     row["scenario"],
-                    _speedups(row["speedups"]),
+                    _speedups(row["speedups"]) if "speedups" in row else f"profile {row['target']}",
                     f"{row['p50_ms']:.1f}",
                     f"{row['p95_ms']:.1f}",
                     f"{row['p95_change']:+.1%}",

@@ -14,6 +14,7 @@ from typing import Any
 
 from agentscope.analysis import report
 from agentscope.analysis.batch import SpanBatch
+from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.tasks import TaskResult, TraceExplanation, analyze, collector_paused, explain
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
@@ -35,6 +36,7 @@ def task_results(
     task_name: str | None = None,
     workers: int | None = None,
     repair: bool = True,
+    targets: Sequence[CandidateProfile] = (),
 ) -> list[TaskResult]:
     """Every task in the store (optionally only those named ``task_name``).
 
@@ -45,13 +47,15 @@ def task_results(
     results: list[TaskResult] = []
     if workers <= 1:
         for batch in span_batches(store):
-            results.extend(analyze(batch, variants, task_name=task_name, repair=repair))
+            results.extend(analyze(batch, variants, task_name=task_name, repair=repair, targets=targets))
         return results
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool, collector_paused():
         pending: deque[Future[list[TaskResult]]] = deque()
         for batch in span_batches(store):
-            pending.append(pool.submit(analyze, batch, variants, task_name=task_name, repair=repair))
+            pending.append(
+                pool.submit(analyze, batch, variants, task_name=task_name, repair=repair, targets=targets)
+            )
             while len(pending) > workers:
                 results.extend(pending.popleft().result())
         while pending:
@@ -67,12 +71,13 @@ def blame_store(
     headline: Scenario | None = None,
     workers: int | None = None,
     repair: bool = True,
+    targets: Sequence[CandidateProfile] = (),
 ) -> dict[str, Any] | None:
     """The ``agentscope.blame/v1`` report of the store, or None when it holds no task."""
-    results = task_results(store, report.variants(scenarios), task_name, workers, repair)
+    results = task_results(store, report.variants(scenarios), task_name, workers, repair, targets)
     if not results:
         return None
-    return report.blame(results, scenarios, percentile, headline)
+    return report.blame(results, scenarios, percentile, headline, targets)
 
 
 def explain_stored_trace(store: Store, trace_id: str, *, repair: bool = True) -> TraceExplanation | None:

@@ -18,7 +18,9 @@ from agentscope.analysis import categories as C
 from agentscope.analysis.attribution import OPERATION_KINDS, Mix, span_mixes
 from agentscope.analysis.batch import SpanBatch
 from agentscope.analysis.critical_path import Segment, critical_path
+from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.repair import Repair
+from agentscope.analysis.targets import target_overrides
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import reductions, simulate
 
@@ -47,6 +49,8 @@ class TaskResult:
     """model → [input tokens, output tokens, cached input tokens, calls], for pricing."""
     repaired: int = 0
     """Spans of this task moved under another parent before the walk (DESIGN §5.1)."""
+    calls_without_tokens: int = 0
+    """LLM calls a candidate profile could not predict (no token counts): they keep their time."""
 
     def category_ns(self) -> dict[str, float]:
         out = dict.fromkeys(C.CATEGORIES, 0.0)
@@ -133,10 +137,12 @@ def explain(
     variants: Sequence[Mapping[str, float]] = (),
     *,
     tables: Sequence[Mapping[str, float]] | None = None,
+    targets: Sequence[CandidateProfile] = (),
 ) -> TraceExplanation:
     """Critical path, mixes and attribution of one task, re-simulated under each variant.
 
     ``tables`` are ``whatif.reductions(variants)``, passed in when explaining many tasks.
+    Each of ``targets`` adds one more new duration after the variants' (DESIGN §12).
     """
     spans = trace.descendants(task)
     mixes, leaves, between, provider_side = span_mixes(trace, spans)
@@ -203,6 +209,10 @@ def explain(
         result.whatif_ns = _simulate_distinct(
             trace, task, mixes, leaves, tables or reductions(variants), between
         )
+    if targets:
+        overrides, result.calls_without_tokens = target_overrides(trace, spans, mixes, provider_side, targets)
+        unchanged = reductions([{}]) * len(targets)
+        result.whatif_ns += simulate(trace, task, mixes, leaves, unchanged, between, overrides)
     return TraceExplanation(trace, task, segments, mixes, between, result)
 
 
@@ -236,13 +246,15 @@ def analyze(
     *,
     task_name: str | None = None,
     repair: bool = True,
+    targets: Sequence[CandidateProfile] = (),
 ) -> list[TaskResult]:
     """Attribute every task in a batch of whole traces.
 
     ``spans`` is an Arrow table, a pandas DataFrame or a mapping of columns (see
     ``agentscope.analysis.batch.COLUMNS``); ``variants`` are speedup maps to
     re-simulate each task under; ``task_name`` keeps only tasks of that name;
-    ``repair=False`` walks foreign trees exactly as recorded (DESIGN §5.1).
+    ``repair=False`` walks foreign trees exactly as recorded (DESIGN §5.1);
+    each of ``targets`` appends the task's duration on that candidate to ``whatif_ns``.
     """
     batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
     tables = reductions(variants)
@@ -253,7 +265,7 @@ def analyze(
             for task in trace.tasks():
                 if task_name is not None and _task_name(trace, task) != task_name:
                     continue
-                results.append(explain(trace, task, variants, tables=tables).result)
+                results.append(explain(trace, task, variants, tables=tables, targets=targets).result)
     return results
 
 

@@ -66,22 +66,30 @@ def simulate(
     leaves: set[int],
     tables: Sequence[Mapping[str, float]],
     between: Mapping[int, Mix] | None = None,
+    overrides: Mapping[int, Sequence[float | None]] | None = None,
 ) -> list[float]:
     """The task's new duration (ns) under each variant, given its ``reductions`` tables.
 
-    ``between`` gives, for some spans, the mix of their time between two children.
+    ``between`` gives, for some spans, the mix of their time between two children;
+    ``overrides`` gives, for some spans, the new time per old time of their own mix
+    in some variants (None: the variant's table decides) — a candidate profile's
+    prediction of an LLM call (DESIGN §12).
     """
     start, end, children = trace.start, trace.end, trace.children
     by_mix: dict[int, list[float]] = {}
 
     between = between or {}
+    overrides = overrides or {}
 
     def scales(i: int, mix: Mix | None = None) -> list[float]:
+        own = mix is None
         mix = mix or mixes[i]
         vector = by_mix.get(id(mix))
         if vector is None:
             vector = [scale(mix, table) for table in tables]
             by_mix[id(mix)] = vector
+        if own and i in overrides:
+            return [v if o is None else o for v, o in zip(vector, overrides[i], strict=True)]
         return vector
 
     def child_order(p: int, lo: int, hi: int) -> list[tuple[int, int, int]]:

@@ -1,0 +1,162 @@
+"""Candidate profiles: what one LLM call would take on a candidate endpoint, from its own tokens (DESIGN §12).
+
+    time = queue_ms + network_ms + ttft_base_ms
+           + input_tokens / prefill_tokens_per_s + output_tokens / decode_tokens_per_s   (s → ms)
+
+A profile is TOML: a name, each figure with where it came from, whether it was
+``reported`` (published by a vendor or the press) or ``measured`` (by probing
+the endpoint), and the date.  Presets built from published figures ship
+in ``profiles.toml`` beside this module; measured ones are written by probing an endpoint.
+
+```toml
+name = "groq-gpt-oss-120b"
+kind = "reported"            # or "measured"
+date = "2026-08-01"
+model = "openai/gpt-oss-120b"
+
+[figures]
+queue_ms = { value = 0, source = "not published" }
+decode_tokens_per_s = { value = 500, source = "Groq's published model speed" }
+```
+
+A figure left out is 0 (a rate left out adds nothing).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+FIGURES = ("queue_ms", "network_ms", "ttft_base_ms", "prefill_tokens_per_s", "decode_tokens_per_s")
+KINDS = ("reported", "measured")
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used; the message names the file and the figure."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class CandidateProfile:
+    """A candidate endpoint's predicted call time, figure by figure (each with its source)."""
+
+    name: str
+    kind: str
+    date: str
+    figures: dict[str, Figure]
+    model: str | None = None
+    description: str = ""
+    residuals_ms: list[float] = field(default_factory=list)
+    """For a measured profile: measured minus predicted time of each probe call."""
+
+    def value(self, figure: str) -> float:
+        found = self.figures.get(figure)
+        return found.value if found is not None else 0.0
+
+    def predict_ms(self, input_tokens: int, output_tokens: int) -> float:
+        """The call's predicted time on this candidate, in ms."""
+        ms = self.value("queue_ms") + self.value("network_ms") + self.value("ttft_base_ms")
+        prefill, decode = self.value("prefill_tokens_per_s"), self.value("decode_tokens_per_s")
+        if prefill > 0:
+            ms += input_tokens / prefill * 1000
+        if decode > 0:
+            ms += output_tokens / decode * 1000
+        return ms
+
+    def to_toml(self) -> str:
+        """The profile as TOML, the format :func:`load_profile` reads."""
+        lines = [f'name = "{self.name}"', f'kind = "{self.kind}"', f'date = "{self.date}"']
+        if self.model:
+            lines.append(f'model = "{self.model}"')
+        if self.description:
+            lines.append(f'description = "{_escape(self.description)}"')
+        if self.residuals_ms:
+            lines.append("residuals_ms = [" + ", ".join(f"{r:.1f}" for r in self.residuals_ms) + "]")
+        lines += ["", "[figures]"]
+        for name in FIGURES:
+            if name in self.figures:
+                figure = self.figures[name]
+                lines.append(
+                    f'{name} = {{ value = {figure.value:.6g}, source = "{_escape(figure.source)}" }}'
+                )
+        return "\n".join(lines) + "\n"
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def parse_profile(data: dict[str, Any], where: str) -> CandidateProfile:
+    """A profile from parsed TOML; ``where`` names it in errors (a file, or a preset)."""
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        raise ProfileError(f"{where}: a profile needs a name")
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise ProfileError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    figures: dict[str, Figure] = {}
+    for figure, entry in (data.get("figures") or {}).items():
+        if figure not in FIGURES:
+            raise ProfileError(f"{where}: unknown figure {figure!r} (known: {', '.join(FIGURES)})")
+        if not isinstance(entry, dict) or not isinstance(entry.get("value"), int | float):
+            raise ProfileError(f"{where}: figures.{figure} needs a numeric value and a source")
+        if entry["value"] < 0 or not isinstance(entry.get("source"), str) or not entry["source"]:
+            raise ProfileError(f"{where}: figures.{figure} must be ≥ 0 and say its source")
+        figures[figure] = Figure(float(entry["value"]), entry["source"])
+    if not any(figures.get(rate) and figures[rate].value > 0 for rate in ("decode_tokens_per_s",)):
+        raise ProfileError(f"{where}: a profile needs a decode_tokens_per_s above 0")
+    return CandidateProfile(
+        name=name,
+        kind=kind,
+        date=str(data.get("date") or ""),
+        figures=figures,
+        model=data.get("model"),
+        description=str(data.get("description") or ""),
+        residuals_ms=[float(r) for r in data.get("residuals_ms") or []],
+    )
+
+
+def load_profile(path: Path) -> CandidateProfile:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+    return parse_profile(data, str(path))
+
+
+def load_presets() -> dict[str, CandidateProfile]:
+    """The profiles shipped with agentscope, by name."""
+    text = resources.files("agentscope.analysis").joinpath("profiles.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    return {
+        name: parse_profile({"name": name, **entry}, f"preset {name}")
+        for name, entry in data["profiles"].items()
+    }
+
+
+def resolve(name_or_path: str) -> CandidateProfile:
+    """A preset by name, else a profile file by path."""
+    presets = load_presets()
+    if name_or_path in presets:
+        return presets[name_or_path]
+    path = Path(name_or_path)
+    if path.exists():
+        return load_profile(path)
+    raise ProfileError(
+        f"unknown target {name_or_path!r}: neither a preset ({', '.join(sorted(presets))}) nor a profile file"
+    )

@@ -1,0 +1,81 @@
+"""A task re-simulated on candidate endpoints: each LLM call takes the time a profile predicts (DESIGN §12).
+
+For every LLM call with both token counts, its recorded time — its own time and
+its successful transport (the HTTP attempt, the provider's own span), not failed
+attempts or backoff — is replaced by the profile's prediction from its tokens.
+``whatif.simulate`` then keeps the happens-before rules: whatever waited for the
+call moves with it, parallel calls stay parallel.  A call without token counts
+keeps its time and is counted.
+
+Limit: the time a caller spent between a stream's chunks (outside the stream's
+iterator) is scaled with the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentscope.analysis.attribution import FAILED_MIX, Mix
+from agentscope.analysis.profiles import CandidateProfile
+from agentscope.analysis.trace import Trace
+
+
+def _call_spans(trace: Trace, call: int, mixes: dict[int, Mix]) -> list[int]:
+    """The call and the spans under it that are the call itself (not failed attempts or backoff)."""
+    kind = trace.kind
+    found = [call]
+    stack = list(trace.children[call])
+    while stack:
+        d = stack.pop()
+        if mixes.get(d) is FAILED_MIX or kind[d] == "backoff":
+            continue
+        found.append(d)
+        stack.extend(trace.children[d])
+    return found
+
+
+def _recorded_ns(trace: Trace, call: int, mixes: dict[int, Mix]) -> int:
+    """The call's time that a faster endpoint would replace: its span less failed attempts and backoff."""
+    lo, hi = trace.start[call], trace.end[call]
+    excluded = sorted(
+        (max(trace.start[c], lo), min(trace.end[c], hi))
+        for c in trace.children[call]
+        if (mixes.get(c) is FAILED_MIX or trace.kind[c] == "backoff")
+        and min(trace.end[c], hi) > max(trace.start[c], lo)
+    )
+    covered, cursor = 0, lo
+    for a, b in excluded:
+        a = max(a, cursor)
+        if b > a:
+            covered += b - a
+            cursor = b
+    return (hi - lo) - covered
+
+
+def target_overrides(
+    trace: Trace,
+    spans: Sequence[int],
+    mixes: dict[int, Mix],
+    provider_side: set[int],
+    targets: Sequence[CandidateProfile],
+) -> tuple[dict[int, list[float | None]], int]:
+    """Per span, the new time per old time under each target; and the calls without token counts."""
+    overrides: dict[int, list[float | None]] = {}
+    missing = 0
+    inputs, outputs = trace.batch["input_tokens"], trace.batch["output_tokens"]
+    for i in spans:
+        if trace.kind[i] != "llm" or i in provider_side:
+            continue
+        row = trace.rows[i]
+        if inputs[row] is None or outputs[row] is None:
+            missing += 1
+            continue
+        recorded = _recorded_ns(trace, i, mixes)
+        if recorded <= 0:
+            continue
+        factors: list[float | None] = [
+            target.predict_ms(inputs[row], outputs[row]) * 1e6 / recorded for target in targets
+        ]
+        for span in _call_spans(trace, i, mixes):
+            overrides[span] = factors
+    return overrides, missing

@@ -1,0 +1,132 @@
+"""Candidate profiles and ``blame --target`` (DESIGN §12): each LLM call takes its predicted time."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from agentscope.cli import app
+from test_cli_blame import SCHEMAS, runner
+from tracebuild import MS, span, trace
+
+from agentscope.analysis.profiles import CandidateProfile, Figure, ProfileError, load_presets, load_profile
+from agentscope.analysis.tasks import explain
+
+
+def profile(ttft_ms: float = 10, decode: float = 100, prefill: float = 0) -> CandidateProfile:
+    figures = {"ttft_base_ms": Figure(ttft_ms, "test"), "decode_tokens_per_s": Figure(decode, "test")}
+    if prefill:
+        figures["prefill_tokens_per_s"] = Figure(prefill, "test")
+    return CandidateProfile("test", "measured", "2026-12-01", figures)
+
+
+def on_target(t, target: CandidateProfile) -> tuple[float, int]:
+    result = explain(t, 0, targets=[target]).result
+    return result.whatif_ns[-1] / MS, result.calls_without_tokens
+
+
+def test_a_profile_that_reproduces_every_call_reproduces_every_task():
+    exact = profile(ttft_ms=10, decode=100, prefill=1000)  # 10 ms + in/1000 s + out/100 s
+    t = trace(
+        span("R", None, "task", 0, 400),
+        span("A", "R", "llm", 0, 160, input_tokens=100, output_tokens=5),  # 10 + 100 + 50
+        span("T", "R", "tool", 160, 200),
+        span("B", "R", "llm", 200, 330, input_tokens=20, output_tokens=10),  # 10 + 20 + 100
+        span("C", "R", "llm", 200, 270, input_tokens=0, output_tokens=6),  # parallel with B
+    )
+    assert on_target(t, exact) == (pytest.approx(400), 0)
+
+
+def test_calls_without_tokens_keep_their_time_and_are_counted():
+    t = trace(
+        span("R", None, "task", 0, 300),
+        span("A", "R", "llm", 0, 200),
+        span("B", "R", "llm", 200, 300, input_tokens=10, output_tokens=4),
+    )
+    assert on_target(t, profile(ttft_ms=0, decode=100)) == (pytest.approx(240), 1)
+
+
+def test_parallel_calls_stay_parallel_and_what_waited_moves_with_them():
+    t = trace(
+        span("R", None, "task", 0, 300),
+        span("A", "R", "llm", 0, 200, input_tokens=1, output_tokens=4),
+        span("B", "R", "llm", 0, 100, input_tokens=1, output_tokens=4),
+        span("C", "R", "tool", 200, 300),
+    )
+    assert on_target(t, profile(ttft_ms=10, decode=100)) == (pytest.approx(50 + 100), 0)
+
+
+def test_failed_attempts_and_backoff_keep_their_time():
+    t = trace(
+        span("R", None, "task", 0, 300),
+        span("L", "R", "llm", 0, 300, input_tokens=1, output_tokens=9),
+        span("H", "L", "http", 0, 30, http_status=429),
+        span("W", "L", "backoff", 30, 80),
+    )
+    assert on_target(t, profile(ttft_ms=10, decode=100)) == (pytest.approx(30 + 50 + 100), 0)
+
+
+def test_presets_say_their_sources_and_bad_profiles_are_named(tmp_path):
+    presets = load_presets()
+    assert presets["groq-gpt-oss-120b"].value("decode_tokens_per_s") == 500
+    assert presets["cerebras-gpt-oss-120b"].value("decode_tokens_per_s") == 3000
+    assert all(p.kind == "reported" and all(f.source for f in p.figures.values()) for p in presets.values())
+    written = tmp_path / "mine.toml"
+    written.write_text(profile(prefill=800).to_toml())
+    assert load_profile(written).predict_ms(800, 100) == pytest.approx(10 + 1000 + 1000)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        'name = "x"\nkind = "measured"\n[figures]\ndecode_tokens_per_s = { value = -1, source = "me" }\n'
+    )
+    with pytest.raises(ProfileError, match=r"bad\.toml: figures\.decode_tokens_per_s must be ≥ 0"):
+        load_profile(bad)
+
+
+def test_blame_target_rows_validate_and_name_the_best_target(tmp_path):
+    from test_cli_blame import row
+
+    from agentscope.store import Store
+    from agentscope.store.schema import rows_to_table
+
+    rows = []
+    for k in range(10):
+        trace_id = f"{k + 1:032x}"
+        rows += [
+            row(trace_id, f"{k:015x}a", None, "task", 0, 1000, "ticket"),
+            row(
+                trace_id,
+                f"{k:015x}b",
+                f"{k:015x}a",
+                "llm",
+                0,
+                900,
+                "chat",
+                **{"gen_ai.usage.input_tokens": 500, "gen_ai.usage.output_tokens": 300},
+            ),
+        ]
+    store = tmp_path / "t.duckdb"
+    with Store(store) as opened:
+        opened.insert(rows_to_table(rows))
+    result = runner.invoke(
+        app,
+        [
+            "blame",
+            str(store),
+            "--format",
+            "json",
+            "--target",
+            "groq-gpt-oss-120b",
+            "--target",
+            "cerebras-gpt-oss-120b",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, json.loads((SCHEMAS / "blame.v1.schema.json").read_text()))
+    rows_by_target = {r["target"]: r for r in report["whatif"] if "target" in r}
+    assert rows_by_target["groq-gpt-oss-120b"]["p95_ms"] == pytest.approx(100 + 300 / 500 * 1000)
+    assert rows_by_target["cerebras-gpt-oss-120b"]["p95_ms"] == pytest.approx(100 + 100)
+    assert report["verdict"].startswith("Of the targets, cerebras-gpt-oss-120b would bring p95")
+    unknown = runner.invoke(app, ["blame", str(store), "--target", "tpu-v9"])
+    assert unknown.exit_code == 2 and "unknown target 'tpu-v9'" in unknown.output
