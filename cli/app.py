@@ -17,11 +17,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
+import openai
 import typer
 from agentscope.cli.budget_html import budget_html
 from agentscope.cli.budget_markdown import budget_markdown
 from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
-from agentscope.cli.render import blame_markdown, print_blame
+from agentscope.cli.render import blame_markdown, print_blame, probe_table
 from agentscope.cli.waterfall import waterfall
 from rich.console import Console
 from rich.table import Table
@@ -30,6 +31,7 @@ from agentscope import __version__
 from agentscope.analysis import categories
 from agentscope.analysis.chips import load_presets
 from agentscope.analysis.pipeline import blame_store, explain_stored_trace
+from agentscope.analysis.probing import choose_sizes, fit_profile
 from agentscope.analysis.profiles import CandidateProfile, ProfileError
 from agentscope.analysis.profiles import load_presets as load_profiles
 from agentscope.analysis.profiles import resolve as resolve_profile
@@ -42,6 +44,7 @@ from agentscope.ingest import IngestSummary
 from agentscope.ingest.receiver import DEFAULT_MAX_BODY, Receiver
 from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
+from agentscope.store.query import PROBE_SERVICE, llm_token_counts
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import is_interrupt
 
@@ -450,6 +453,90 @@ def show(
         emit(json.dumps(trace_report(explanation), indent=2), None)
     else:
         Console().print(waterfall(explanation))
+
+
+@app.command()
+def probe(
+    base_url: Annotated[str, typer.Option("--base-url", help="The candidate's OpenAI-compatible base URL.")],
+    model: Annotated[str, typer.Option("--model", help="The model to ask for.")],
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            "--api-key-env", help="Environment variable holding the API key (never stored or printed)."
+        ),
+    ] = None,
+    store: StoreOption = None,
+    calls: Annotated[int, typer.Option("--calls", min=2, max=1000, help="Calls to send.")] = 30,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=64, help="Calls at once.")] = 1,
+    max_seconds: Annotated[
+        float, typer.Option("--max-seconds", min=1, help="No call is started after this long.")
+    ] = 600,
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Where to write the fitted profile.")
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="The profile's name.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Send without asking.")] = False,
+) -> None:
+    """Measure a candidate endpoint on calls the size of your recorded ones, and fit its profile."""
+    from agentscope.integrations.openai import OpenAIInstrumentor
+    from agentscope.integrations.openai_probe import Endpoint
+    from agentscope.integrations.openai_probe import probe as run_probe
+
+    import agentscope as ags
+
+    console = Console(stderr=True)
+    target = store if store is not None else Path(default_store_path())
+    try:
+        api_key = "not-needed"
+        if api_key_env is not None:
+            if not os.environ.get(api_key_env):
+                raise UsageProblem(f"--api-key-env {api_key_env}: that environment variable is not set")
+            api_key = os.environ[api_key_env]
+        if not target.exists():
+            raise UsageProblem(
+                f"store {target} does not exist: the probe sends calls the size of its LLM calls"
+            )
+        with open_store(None, target, console) as opened:
+            recorded = llm_token_counts(opened)
+        sizes = choose_sizes(recorded, calls)
+        if not sizes:
+            raise UsageProblem(f"no LLM call with input and output token counts in {target}")
+    except UsageProblem as exc:
+        raise fail(str(exc)) from None
+    tokens_in, tokens_out = sum(i for i, _ in sizes), sum(o for _, o in sizes)
+    price = ""
+    options = load_catalog(None).for_model(model)
+    if options:
+        price = f", about ${options[0].cost(tokens_in, tokens_out):.4f} at {options[0].name}'s list price"
+    console.print(
+        f"The probe sends {len(sizes) + 2} calls to {base_url} ({model}): {len(sizes)} of your recorded "
+        f"sizes plus 2 to calibrate, {tokens_in:,} input and {tokens_out:,} output tokens in all{price}; "
+        "the prompts are filler text, never your recorded content.",
+        highlight=False,
+    )
+    if not yes:
+        if not sys.stdin.isatty():
+            raise fail("pass --yes to send without asking (standard input is not a terminal)")
+        if not typer.confirm("Send them?"):
+            raise fail("nothing sent", EXIT_NOTHING)
+    ags.init(service_name=PROBE_SERVICE, store=target, instrument=False)
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument()
+    try:
+        endpoint = Endpoint(base_url, model, api_key)
+        measured = run_probe(endpoint, sizes, concurrency, max_seconds)
+    except openai.OpenAIError as exc:
+        raise fail(f"the endpoint failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        instrumentor.uninstrument()
+        ags.shutdown()
+    if len(measured) < 2:
+        raise fail(f"only {len(measured)} call(s) finished within --max-seconds {max_seconds:g}: no profile")
+    fitted = fit_profile(name or f"{model.replace('/', '-')}-measured", model, measured, base_url)
+    path = output or Path(f"{fitted.name}.toml")
+    path.write_text(fitted.to_toml(), encoding="utf-8")
+    Console().print(probe_table(fitted, measured))
+    console.print(f"wrote {path}; use it with: agentscope blame --target {path}", highlight=False)
 
 
 @app.command()

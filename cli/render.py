@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+
+from agentscope.analysis.probing import ProbeCall
+from agentscope.analysis.profiles import CandidateProfile
 
 BAR_WIDTH = 30
 CATEGORY_COLORS = {
@@ -200,3 +203,22 @@ def blame_markdown(report: Mapping[str, Any]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def probe_table(profile: CandidateProfile, calls: Sequence[ProbeCall]) -> Group:
+    """A fitted profile, figure by figure, and how well it predicts the probe's own calls."""
+    table = Table(title=f"profile {profile.name} (measured)", title_justify="left", box=None)
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, figure in profile.figures.items():
+        unit = "ms" if name.endswith("_ms") else "tokens/s"
+        table.add_row(name, f"{figure.value:,.1f} {unit}")
+    residuals = sorted(abs(r) for r in profile.residuals_ms)
+    mean_total = sum(c.total_ms for c in calls) / len(calls)
+    p95 = residuals[min(len(residuals) - 1, math.ceil(0.95 * len(residuals)) - 1)]
+    notes = Text(
+        f"{len(calls)} calls, mean {ms_text(mean_total)}; prediction error: median "
+        f"{ms_text(residuals[len(residuals) // 2])}, p95 {ms_text(p95)}",
+        style="dim",
+    )
+    return Group(table, notes)

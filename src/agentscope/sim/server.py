@@ -398,10 +398,7 @@ async def _responses_stream(
     )
     part = {"type": "output_text", "text": "", "annotations": []}
     yield event("response.content_part.added", part=part, **item)
-    per_token = decode_ms / 1000 / max(1, len(words) - 1)
-    for i, word in enumerate(words):
-        if i:
-            await asyncio.sleep(per_token)
+    async for word in _paced(words, decode_ms):
         yield event("response.output_text.delta", delta=word, logprobs=[], **item)
     yield event("response.output_text.done", text=text, logprobs=[], **item)
     yield event("response.content_part.done", part=part | {"text": text}, **item)
@@ -441,6 +438,20 @@ def _vllm_attributes(
     }
 
 
+async def _paced(words: list[str], decode_ms: float) -> AsyncIterator[str]:
+    """The words, the first at once and the last ``decode_ms`` later, evenly spaced.
+
+    Paced against the clock, so the event loop's overshoot of each short sleep
+    does not add up over a long stream (it would make the decode rate read low).
+    """
+    per_token = decode_ms / 1000 / max(1, len(words) - 1)
+    began = time.perf_counter()
+    for i, word in enumerate(words):
+        if i:
+            await asyncio.sleep(max(0.0, began + i * per_token - time.perf_counter()))
+        yield word
+
+
 async def _then(
     chunks: AsyncIterator[bytes], done: Callable[[], None], finally_: Callable[[], None] = lambda: None
 ) -> AsyncIterator[bytes]:
@@ -462,10 +473,7 @@ async def _anthropic_stream(
     start = message | {"content": [], "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 1}}
     yield event("message_start", {"message": start})
     yield event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
-    per_token = decode_ms / 1000 / max(1, len(words) - 1)
-    for i, word in enumerate(words):
-        if i:
-            await asyncio.sleep(per_token)
+    async for word in _paced(words, decode_ms):
         yield event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": word}})
     yield event("content_block_stop", {"index": 0})
     yield event(
@@ -502,10 +510,7 @@ async def _stream(
         return b"data: " + orjson.dumps(data) + b"\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
-    per_token = decode_ms / 1000 / max(1, len(words) - 1)
-    for i, word in enumerate(words):
-        if i:
-            await asyncio.sleep(per_token)
+    async for word in _paced(words, decode_ms):
         yield chunk({"content": word})
     if calls:
         await asyncio.sleep(decode_ms / 1000)

@@ -16,6 +16,9 @@ from agentscope import attributes as A
 from agentscope.store.store import Store
 
 SPANS_PER_BUCKET = 100_000
+PROBE_SERVICE = "agentscope-probe"
+"""The service of ``agentscope probe``'s own calls: kept in the store, left out of the app's analysis."""
+APP_SPANS = f"service IS DISTINCT FROM '{PROBE_SERVICE}'"
 
 _EXTRACTED = (
     ("operation", A.GEN_AI_OPERATION_NAME, "VARCHAR"),
@@ -76,8 +79,20 @@ def span_batches(store: Store) -> Iterator[pa.Table]:
     """Every trace in the store, as Arrow batches of whole traces."""
     buckets = buckets_for(store)
     for bucket in range(buckets):
-        where = "true" if buckets == 1 else f"hash(trace_id) % {buckets} = {bucket}"
+        where = APP_SPANS if buckets == 1 else f"{APP_SPANS} AND hash(trace_id) % {buckets} = {bucket}"
         yield store.con.sql(ANALYSIS_SELECT.format(where=where)).to_arrow_table()
+
+
+def llm_token_counts(store: Store) -> list[tuple[int, int]]:
+    """(input, output) tokens of every recorded LLM call that has both (the probe's own calls left out)."""
+    rows = store.con.execute(
+        f"""
+        SELECT TRY_CAST(json_extract_string(attributes, '$."{A.GEN_AI_USAGE_INPUT_TOKENS}"') AS BIGINT) AS i,
+               TRY_CAST(json_extract_string(attributes, '$."{A.GEN_AI_USAGE_OUTPUT_TOKENS}"') AS BIGINT) AS o
+        FROM spans WHERE kind = 'llm' AND span_kind IS DISTINCT FROM 'SERVER' AND {APP_SPANS}
+        """
+    ).fetchall()
+    return [(i, o) for i, o in rows if i is not None and o is not None]
 
 
 def trace_spans(store: Store, trace_id: str) -> pa.Table:
