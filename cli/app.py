@@ -381,6 +381,10 @@ def budget(
     fmt: Annotated[str, typer.Option("--format", help="markdown, json or html.")] = "markdown",
     output: Annotated[Path | None, typer.Option("--output", help="Write the document to this file.")] = None,
     no_repair: NoRepairOption = False,
+    target: Annotated[
+        list[str] | None,
+        typer.Option("--target", help="A candidate profile for the decision table (repeatable)."),
+    ] = None,
 ) -> None:
     """Latency and token cost as a document procurement can read."""
     try:
@@ -399,6 +403,7 @@ def budget(
         except CatalogError as exc:
             raise UsageProblem(str(exc)) from None
         scenarios, headline = scenarios_for(speedup or [], chip)
+        targets = targets_for(target or [])
         with open_store(paths, store, Console(stderr=True)) as opened:
             document = budget_store(
                 opened,
@@ -409,6 +414,7 @@ def budget(
                 model_map=mapping,
                 task_name=task,
                 repair=not no_repair,
+                targets=targets,
             )
             where = opened.path
     except UsageProblem as exc:

@@ -51,6 +51,7 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
     lines += blame_markdown_tables(latency)
     per_task, per_accepted = usage["per_task"], usage["per_accepted_task"]
     lines += [
+        *_decision(doc),
         "## Tokens",
         "",
         _row(["", "per task", "per accepted task", "per month"]),
@@ -168,6 +169,38 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
     lines += ["", "## Sources", ""] + [f"- {s}" for s in doc["sources"]]
     lines += ["", "## Method", "", " ".join(doc["method"]), ""]
     return "\n".join(lines)
+
+
+def _decision(doc: Mapping[str, Any]) -> list[str]:
+    """The candidates side by side: predicted latency beside cost (only with --target)."""
+    if "decision" not in doc:
+        return []
+    lines = [
+        "## The options side by side",
+        "",
+        _row(["option", "p50", "p95", "p95 change", "cost per accepted task", "priced as", "break-even"]),
+        _row(["---", "---:", "---:", "---:", "---:", "---", "---"]),
+    ]
+    for row in doc["decision"]:
+        even = (
+            f"{count(row['break_even_tasks_per_month'])} tasks/month vs {row['break_even_against']}"
+            if row["break_even_tasks_per_month"] is not None
+            else "—"
+        )
+        lines.append(
+            _row(
+                [
+                    row["option"],
+                    f"{row['p50_ms'] / 1000:.2f} s",
+                    f"{row['p95_ms'] / 1000:.2f} s",
+                    f"{row['p95_change']:+.0%}".replace("-", "−"),
+                    money(row["cost_per_accepted_task"]),
+                    row["priced_as"] or "—",
+                    even,
+                ]
+            )
+        )
+    return [*lines, ""]
 
 
 def _maybe(value: float | None) -> str:

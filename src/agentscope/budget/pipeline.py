@@ -7,6 +7,7 @@ from typing import Any
 
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import task_results
+from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank
 from agentscope.analysis.whatif import Scenario
 from agentscope.budget import report as budget_report
@@ -25,13 +26,16 @@ def budget_store(
     model_map: Mapping[str, str] | None = None,
     task_name: str | None = None,
     repair: bool = True,
+    targets: Sequence[CandidateProfile] = (),
 ) -> dict[str, Any] | None:
     """The ``agentscope.budget/v1`` document for the store, or None when it holds no task."""
     curve = budget_report.curve_scenarios()
-    results = task_results(store, report.variants([*scenarios, *curve]), task_name, repair=repair)
+    results = task_results(
+        store, report.variants([*scenarios, *curve]), task_name, repair=repair, targets=targets
+    )
     if not results:
         return None
-    blame = report.blame(results, scenarios, percentile, headline)
+    blame = report.blame(results, scenarios, percentile, headline, targets)
     offset = 2 * len(scenarios)
     points = []
     for k, scenario in enumerate(curve):
@@ -52,4 +56,5 @@ def budget_store(
         model_map=model_map,
         curve=points,
         traces=store.trace_count(),
+        targets=targets,
     )

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank
 from agentscope.analysis.tasks import TaskResult
 from agentscope.analysis.whatif import Scenario
@@ -99,8 +100,10 @@ def build(
     model_map: Mapping[str, str] | None = None,
     curve: Sequence[tuple[float, float, float]] = (),
     traces: int | None = None,
+    targets: Sequence[CandidateProfile] = (),
 ) -> dict[str, Any]:
-    """The budget document.  ``curve`` is (inference speedup, p95 ms optimistic, p95 ms pessimistic)."""
+    """The budget document.  ``curve`` is (inference speedup, p95 ms optimistic, p95 ms pessimistic);
+    with ``targets`` (whose rows ``blame`` carries), a decision table of the candidates."""
     model_map = dict(model_map or {})
     n = len(results)
     accepted = sum(1 for r in results if r.accepted)
@@ -164,12 +167,13 @@ def build(
         )
 
     usage = _usage(results, accepted)
+    decision = _decision(blame, catalog, targets, usage["per_task"], tasks_per_month, accepted_month, options)
     tokens_task = usage["per_task"]["input_tokens"] + usage["per_task"]["output_tokens"]
     monthly = tokens_task * tasks_per_month
     starts = [r.start_ns for r in results]
     ends = [r.start_ns + r.duration_ns for r in results]
     durations = sorted(r.duration_ns / 1e6 for r in results)
-    return {
+    document = {
         "schema": SCHEMA,
         "scope": {
             "tasks": n,
@@ -232,6 +236,71 @@ def build(
         ),
         "method": list(METHOD),
     }
+    if targets:
+        document["decision"] = decision
+    return document
+
+
+def _decision(
+    blame: Mapping[str, Any],
+    catalog: Catalog,
+    targets: Sequence[CandidateProfile],
+    per_task: Mapping[str, float],
+    tasks_per_month: float,
+    accepted_month: float,
+    options: Sequence[Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """Per option — as traced, then each target — its predicted p50/p95 beside its cost per accepted task.
+
+    A target is priced at the catalog's per-token option of the same name (else of its model), with
+    all the traced tokens moved to it; its break-even is the monthly task volume above which renting
+    the cheapest fixed option would cost less.
+    """
+    traced_cost = [o["cost_per_accepted_task"] for o in options if o["kind"] == "per_token"]
+    rows: list[dict[str, Any]] = [
+        {
+            "option": "as traced",
+            "p50_ms": blame["latency_ms"]["p50"],
+            "p95_ms": blame["latency_ms"]["p95"],
+            "p95_change": 0.0,
+            "cost_per_accepted_task": min(traced_cost) if traced_cost and None not in traced_cost else None,
+            "priced_as": None,
+            "break_even_tasks_per_month": None,
+            "break_even_against": None,
+        }
+    ]
+    by_target = {row["target"]: row for row in blame["whatif"] if "target" in row}
+    inputs, outputs, cached = per_task["input_tokens"], per_task["output_tokens"], per_task["cached_tokens"]
+    tokens_task = inputs + outputs
+    for target in targets:
+        predicted = by_target[target.name]
+        option = next((o for o in catalog.per_token if o.name == target.name), None) or next(
+            (o for o in catalog.per_token if target.model and o.model == target.model), None
+        )
+        cost_task = option.cost(inputs, outputs, cached) if option else None
+        even = None
+        if option is not None and tokens_task > 0:
+            share = inputs / tokens_task
+            volumes = [(costs.break_even_tokens(option, fixed, share), fixed.name) for fixed in catalog.fixed]
+            volumes = [(v, name) for v, name in volumes if math.isfinite(v)]
+            even = min(volumes) if volumes else None
+        rows.append(
+            {
+                "option": target.name,
+                "p50_ms": predicted["p50_ms"],
+                "p95_ms": predicted["p95_ms"],
+                "p95_change": predicted["p95_change"],
+                "cost_per_accepted_task": (
+                    cost_task * tasks_per_month / accepted_month
+                    if cost_task is not None and accepted_month
+                    else None
+                ),
+                "priced_as": option.name if option else None,
+                "break_even_tasks_per_month": even[0] / tokens_task if even else None,
+                "break_even_against": even[1] if even else None,
+            }
+        )
+    return rows
 
 
 def _option_row(

@@ -1,0 +1,149 @@
+"""From traces on a slow provider to a measured prediction for a faster one (DESIGN §12), end to end.
+
+An agent runs against provider A into a store; provider B, with other prefill and decode
+rates, is probed through the CLI; ``blame --target`` on A's store predicts the p95 on B;
+then the same agent really runs against B.  The prediction and the fitted profile are held
+to ±10% of what B did and what B is.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import openai
+import pytest
+from agentscope.integrations.openai import OpenAIInstrumentor
+
+import agentscope as ags
+from agentscope.analysis.profiles import load_profile
+from agentscope.sim import Profile, SimServer
+
+SLOW = Profile(queue_ms=10, prefill_ms=60, prefill_tokens_per_s=3_000, tokens_per_s=150, timings="none")
+FAST = Profile(queue_ms=2, prefill_ms=25, prefill_tokens_per_s=12_000, tokens_per_s=600, timings="none")
+TASKS = 20
+WORDS = (
+    "please",
+    "look",
+    "up",
+    "the",
+    "order",
+    "history",
+    "and",
+    "shipping",
+    "status",
+    "for",
+    "this",
+    "customer",
+)
+
+
+def run_agent(base_url: str, store: Path) -> None:
+    """The agent: a plan call, two tools at once, a streamed draft, a short check; sizes vary by task."""
+    ags.init(service_name="support-agent", store=store, instrument=False)
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument()
+    client = openai.OpenAI(base_url=base_url, api_key="sim")
+    sizes = random.Random(7)
+
+    def prompt(words: int) -> list[dict]:
+        return [{"role": "user", "content": " ".join(WORDS[i % len(WORDS)] for i in range(words))}]
+
+    @ags.tool("search_kb")
+    def search_kb() -> None:
+        time.sleep(0.05)
+
+    @ags.tool("fetch_account")
+    def fetch_account() -> None:
+        time.sleep(0.03)
+
+    @ags.task("resolve_ticket")
+    def resolve(k: int) -> None:
+        client.chat.completions.create(
+            model="m", messages=prompt(sizes.randint(50, 1500)), max_tokens=sizes.randint(5, 40)
+        )
+        threads = [
+            threading.Thread(target=contextvars.copy_context().run, args=(tool,))
+            for tool in (search_kb, fetch_account)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        stream = client.chat.completions.create(
+            model="m",
+            messages=prompt(sizes.randint(200, 2500)),
+            max_tokens=sizes.randint(20, 90),
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        for _ in stream:
+            pass
+        client.chat.completions.create(
+            model="m", messages=prompt(sizes.randint(20, 300)), max_tokens=sizes.randint(2, 10)
+        )
+
+    try:
+        for k in range(TASKS):
+            resolve(k)
+    finally:
+        instrumentor.uninstrument()
+        ags.shutdown()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "160"},
+    )
+
+
+@pytest.fixture
+def providers():
+    slow, fast = SimServer(SLOW).start(), SimServer(FAST).start()
+    yield slow, fast
+    slow.stop()
+    fast.stop()
+
+
+def test_a_probe_of_b_predicts_the_p95_the_agent_then_gets_on_b(providers, tmp_path):
+    slow, fast = providers
+    store_a, store_b, profile_path = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "b.toml"
+    run_agent(slow.base_url, store_a)
+    probed = cli(
+        "probe", "--base-url", fast.base_url, "--model", "m", "--store", str(store_a),
+        "--calls", "16", "--yes", "--output", str(profile_path),
+    )  # fmt: skip
+    assert probed.returncode == 0, probed.stderr
+    assert "filler text, never your recorded content" in probed.stderr
+    fitted = load_profile(profile_path)
+    assert fitted.value("decode_tokens_per_s") == pytest.approx(FAST.tokens_per_s, rel=0.10)
+    assert fitted.value("prefill_tokens_per_s") == pytest.approx(FAST.prefill_tokens_per_s, rel=0.10)
+    true_base = FAST.queue_ms + FAST.prefill_ms
+    assert true_base <= fitted.value("ttft_base_ms") <= true_base * 1.1 + 10  # plus the client's own time
+
+    predicted = json.loads(
+        cli("blame", "--store", str(store_a), "--target", str(profile_path), "--format", "json").stdout
+    )
+    (row,) = [r for r in predicted["whatif"] if r.get("target") == fitted.name]
+    assert row["calls_without_tokens"] == 0 and predicted["tasks"]["count"] == TASKS
+
+    run_agent(fast.base_url, store_b)
+    measured = json.loads(cli("blame", "--store", str(store_b), "--format", "json").stdout)
+    print(
+        f"p95 on A {predicted['latency_ms']['p95']:.0f} ms; predicted on B {row['p95_ms']:.0f} ms; "
+        f"measured on B {measured['latency_ms']['p95']:.0f} ms; fitted {fitted.figures}"
+    )
+    assert row["p95_ms"] == pytest.approx(measured["latency_ms"]["p95"], rel=0.10)
+    assert row["p50_ms"] == pytest.approx(measured["latency_ms"]["p50"], rel=0.10)
+    assert predicted["latency_ms"]["p95"] > 1.5 * measured["latency_ms"]["p95"]  # B really is faster
