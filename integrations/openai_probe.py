@@ -11,6 +11,7 @@ The run is bounded: at most the calls asked for, and none started after
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,7 +23,10 @@ FILLER = ("the", "order", "ships", "from", "our", "main", "store", "and", "arriv
 
 
 def filler(words: int) -> str:
-    return " ".join(FILLER[i % len(FILLER)] for i in range(max(1, words)))
+    """``words`` words of filler, opening with a word of its own so no two prompts share a prefix
+    (an endpoint's prefix cache would otherwise serve the repeats and read as a fast prefill)."""
+    opening = uuid.uuid4().hex[:8]
+    return " ".join([opening, *(FILLER[i % len(FILLER)] for i in range(max(0, words - 1)))])
 
 
 class Endpoint:

@@ -167,7 +167,9 @@ def build(
         )
 
     usage = _usage(results, accepted)
-    decision = _decision(blame, catalog, targets, usage["per_task"], tasks_per_month, accepted_month, options)
+    decision = _decision(
+        blame, catalog, targets, usage["per_task"], tasks_per_month, accepted_month, options, unpriced
+    )
     tokens_task = usage["per_task"]["input_tokens"] + usage["per_task"]["output_tokens"]
     monthly = tokens_task * tasks_per_month
     starts = [r.start_ns for r in results]
@@ -249,21 +251,27 @@ def _decision(
     tasks_per_month: float,
     accepted_month: float,
     options: Sequence[Mapping[str, Any]],
+    unpriced: Sequence[str],
 ) -> list[dict[str, Any]]:
-    """Per option — as traced, then each target — its predicted p50/p95 beside its cost per accepted task.
+    """Per option — as traced (each model at its cheapest list price), then each target — the
+    predicted p50/p95 beside the cost per accepted task.
 
     A target is priced at the catalog's per-token option of the same name (else of its model), with
     all the traced tokens moved to it; its break-even is the monthly task volume above which renting
     the cheapest fixed option would cost less.
     """
-    traced_cost = [o["cost_per_accepted_task"] for o in options if o["kind"] == "per_token"]
+    cheapest: dict[tuple[str, ...], float] = {}  # traced models → the cheapest option pricing them
+    for o in options:
+        if o["kind"] == "per_token" and o["cost_per_accepted_task"] is not None:
+            key = tuple(o["prices_models"])
+            cheapest[key] = min(cheapest.get(key, math.inf), o["cost_per_accepted_task"])
     rows: list[dict[str, Any]] = [
         {
             "option": "as traced",
             "p50_ms": blame["latency_ms"]["p50"],
             "p95_ms": blame["latency_ms"]["p95"],
             "p95_change": 0.0,
-            "cost_per_accepted_task": min(traced_cost) if traced_cost and None not in traced_cost else None,
+            "cost_per_accepted_task": sum(cheapest.values()) if cheapest and not unpriced else None,
             "priced_as": None,
             "break_even_tasks_per_month": None,
             "break_even_against": None,

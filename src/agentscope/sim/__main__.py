@@ -13,14 +13,18 @@ parser = argparse.ArgumentParser(description="A simulated OpenAI-compatible prov
 parser.add_argument("--port", type=int, default=8088)
 parser.add_argument("--queue-ms", type=float, default=Profile.queue_ms)
 parser.add_argument("--prefill-ms", type=float, default=Profile.prefill_ms)
+parser.add_argument("--prefill-tokens-per-s", type=float, default=Profile.prefill_tokens_per_s)
 parser.add_argument("--tokens-per-s", type=float, default=Profile.tokens_per_s)
+parser.add_argument("--capacity", type=int, default=Profile.capacity)
 parser.add_argument("--output-tokens", type=int, default=Profile.output_tokens)
 parser.add_argument("--timings", choices=TIMING_DIALECTS, default=Profile.timings)
 args = parser.parse_args()
 profile = Profile(
     queue_ms=args.queue_ms,
     prefill_ms=args.prefill_ms,
+    prefill_tokens_per_s=args.prefill_tokens_per_s,
     tokens_per_s=args.tokens_per_s,
+    capacity=args.capacity,
     output_tokens=args.output_tokens,
     timings=args.timings,
 )
