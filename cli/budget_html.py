@@ -14,7 +14,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from agentscope.cli.budget_markdown import count, money
+from agentscope.cli.budget_markdown import DECISION_HEADER, count, decision_rows, money
 
 COLORS = {
     "inference": "#8e44ad",
@@ -187,6 +187,11 @@ def budget_html(doc: Mapping[str, Any]) -> str:
             for b in doc["break_even"]
         ],
     )
+    decision = (
+        f"<h2>The options side by side</h2>\n{_table(DECISION_HEADER, decision_rows(doc))}"
+        if "decision" in doc
+        else ""
+    )
     title = f"Inference budget: {', '.join(scope['task_names'])}"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
@@ -201,6 +206,7 @@ background: #f8f4fc; border-left: 4px solid #8e44ad; }}
 {html.escape(scope["period"]["start"])} to {html.escape(scope["period"]["end"])};
 projected to {projection["tasks_per_month"]:,.0f} tasks a month.</p>
 <p class="verdict">{html.escape(latency["verdict"])}</p>
+{decision}
 <h2>Latency</h2>
 {parts[0]}
 {parts[1]}

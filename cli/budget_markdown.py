@@ -171,36 +171,42 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _decision(doc: Mapping[str, Any]) -> list[str]:
-    """The candidates side by side: predicted latency beside cost (only with --target)."""
-    if "decision" not in doc:
-        return []
-    lines = [
-        "## The options side by side",
-        "",
-        _row(["option", "p50", "p95", "p95 change", "cost per accepted task", "priced as", "break-even"]),
-        _row(["---", "---:", "---:", "---:", "---:", "---", "---"]),
-    ]
-    for row in doc["decision"]:
+DECISION_HEADER = ["option", "p50", "p95", "p95 change", "cost per accepted task", "priced as", "break-even"]
+
+
+def decision_rows(doc: Mapping[str, Any]) -> list[list[str]]:
+    """The candidates side by side (``budget --target``): predicted latency beside cost, as table cells."""
+    rows = []
+    for row in doc.get("decision", []):
         even = (
             f"{count(row['break_even_tasks_per_month'])} tasks/month vs {row['break_even_against']}"
             if row["break_even_tasks_per_month"] is not None
             else "—"
         )
-        lines.append(
-            _row(
-                [
-                    row["option"],
-                    f"{row['p50_ms'] / 1000:.2f} s",
-                    f"{row['p95_ms'] / 1000:.2f} s",
-                    f"{row['p95_change']:+.0%}".replace("-", "−"),
-                    money(row["cost_per_accepted_task"]),
-                    row["priced_as"] or "—",
-                    even,
-                ]
-            )
+        rows.append(
+            [
+                row["option"],
+                f"{row['p50_ms'] / 1000:.2f} s",
+                f"{row['p95_ms'] / 1000:.2f} s",
+                f"{row['p95_change']:+.0%}".replace("-", "−"),
+                money(row["cost_per_accepted_task"]),
+                row["priced_as"] or "—",
+                even,
+            ]
         )
-    return [*lines, ""]
+    return rows
+
+
+def _decision(doc: Mapping[str, Any]) -> list[str]:
+    if "decision" not in doc:
+        return []
+    lines = [
+        "## The options side by side",
+        "",
+        _row(DECISION_HEADER),
+        _row(["---", *["---:"] * 4, "---", "---"]),
+    ]
+    return [*lines, *(_row(cells) for cells in decision_rows(doc)), ""]
 
 
 def _maybe(value: float | None) -> str:

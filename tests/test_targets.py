@@ -130,3 +130,52 @@ def test_blame_target_rows_validate_and_name_the_best_target(tmp_path):
     assert report["verdict"].startswith("Of the targets, cerebras-gpt-oss-120b would bring p95")
     unknown = runner.invoke(app, ["blame", str(store), "--target", "tpu-v9"])
     assert unknown.exit_code == 2 and "unknown target 'tpu-v9'" in unknown.output
+
+
+def test_budget_target_puts_each_option_beside_its_cost(tmp_path):
+    from test_cli_blame import row
+
+    from agentscope.store import Store
+    from agentscope.store.schema import rows_to_table
+
+    rows = []
+    for k in range(10):
+        trace_id = f"{k + 1:032x}"
+        rows += [
+            row(trace_id, f"{k:015x}a", None, "task", 0, 1000, "ticket"),
+            row(
+                trace_id,
+                f"{k:015x}b",
+                f"{k:015x}a",
+                "llm",
+                0,
+                900,
+                "chat",
+                **{
+                    "gen_ai.request.model": "gpt-oss-120b",
+                    "gen_ai.usage.input_tokens": 500,
+                    "gen_ai.usage.output_tokens": 300,
+                },
+            ),
+        ]
+    store = tmp_path / "t.duckdb"
+    with Store(store) as opened:
+        opened.insert(rows_to_table(rows))
+    args = ["budget", str(store), "--target", "groq-gpt-oss-120b", "--target", "cerebras-gpt-oss-120b"]
+    result = runner.invoke(app, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    jsonschema.validate(document, json.loads((SCHEMAS / "budget.v1.schema.json").read_text()))
+    traced, groq, cerebras = document["decision"]
+    assert traced["option"] == "as traced" and traced["p95_ms"] == pytest.approx(1000)
+    assert groq["p95_ms"] == pytest.approx(100 + 600) and cerebras["p95_ms"] == pytest.approx(200)
+    assert groq["cost_per_accepted_task"] == pytest.approx((500 * 0.15 + 300 * 0.60) / 1e6)
+    assert groq["priced_as"] == "groq-gpt-oss-120b" and groq["break_even_tasks_per_month"] > 0
+    markdown = runner.invoke(app, args).stdout
+    assert (
+        "## The options side by side" in markdown
+        and "| cerebras-gpt-oss-120b | 0.20 s | 0.20 s |" in markdown
+    )
+    page = tmp_path / "b.html"
+    assert runner.invoke(app, [*args, "--format", "html", "--output", str(page)]).exit_code == 0
+    assert "The options side by side" in page.read_text()
