@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -55,8 +56,18 @@ def test_max_tokens_is_honoured_exactly(sim):
     "sim", [Profile(queue_ms=0, prefill_ms=100, tokens_per_s=1e9, output_tokens=1, capacity=2)], indirect=True
 )
 def test_a_capacity_queues_the_rest_and_reports_the_wait(sim):
+    clients = [openai.OpenAI(base_url=sim.base_url, api_key="sim", max_retries=0) for _ in range(6)]
+    ask(sim, 3)  # the server's first request is slower; not part of the measure
+    together = threading.Barrier(6)
+
+    def at_once(client: openai.OpenAI):
+        together.wait(timeout=30)
+        started = time.perf_counter()
+        response = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        return response, (time.perf_counter() - started) * 1000
+
     with ThreadPoolExecutor(6) as pool:
-        answers = list(pool.map(lambda _: ask(sim, 3), range(6)))
+        answers = list(pool.map(at_once, clients))
     queues = sorted(response.usage.queue_time for response, _ in answers)
     assert queues[:2] == pytest.approx([0, 0], abs=0.02)  # two at once, then two more, then two more
     assert queues[2:4] == pytest.approx([0.1, 0.1], abs=0.04)
