@@ -286,3 +286,34 @@ def test_a_read_only_disk_is_counted_and_reported_once_and_the_app_is_unharmed(t
     messages = [r.getMessage() for r in caplog.records]
     assert sum("spilling spans" in m for m in messages) == 1
     assert sum("writing spans to the store" in m for m in messages) == 1
+
+
+def test_an_ingest_keeps_the_file_between_batches_only_while_nobody_waits(tmp_path):
+    from orjson import dumps
+    from traces_fixtures import agent_trace_otlp
+
+    source = tmp_path / "big.jsonl"
+    with source.open("wb") as out:
+        for n in range(60_000):
+            out.write(dumps(agent_trace_otlp(f"{n + 1:032x}")) + b"\n")
+    path = tmp_path / "ingested.duckdb"
+    shared = SharedStore(path)
+    shared.insert(rows_to_table([]))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentscope.cli", "ingest", str(source), "--store", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    waits, counts = [], []
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline:
+        started = time.perf_counter()
+        with shared.reading() as store:
+            waits.append(time.perf_counter() - started)
+            counts.append(store.span_count())
+        time.sleep(0.1)
+    assert process.wait(timeout=300) == 0, process.stderr.read()
+    assert len(waits) >= 3 and max(waits) < 1.5, waits  # a reader waits about one batch, never for the run
+    assert counts == sorted(counts) and max(counts) > 0  # readers saw the ingest progress, batch by batch
+    assert stored(path) == 180_000

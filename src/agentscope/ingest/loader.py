@@ -13,7 +13,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import closing
+from contextlib import closing, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -292,11 +292,25 @@ def ingest(
     """Load files and folders of traces into ``store``; see :class:`IngestSummary`.
 
     ``store`` is a :class:`Store` this process holds, or a :class:`SharedStore`
-    file that other processes use too (each batch is then one short write).
+    file that other processes use too: the file is then kept from one batch to the
+    next only while no other process waits for it (:meth:`SharedStore.holding`).
     """
     summary = IngestSummary()
     started = time.perf_counter()
     traces: set[str] = set()
+    with store.holding() if isinstance(store, SharedStore) else nullcontext():
+        _ingest_paths(store, paths, progress, summary, traces)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _ingest_paths(
+    store: Sink,
+    paths: list[Path],
+    progress: Callable[[int], None] | None,
+    summary: IngestSummary,
+    traces: set[str],
+) -> None:
     for path in paths:
         if not path.exists():
             summary.files += 1
@@ -310,5 +324,3 @@ def ingest(
             summary.add_problem(Problem(str(folder), 0, f"cannot read the folder: {reason}"), skipped=False)
     summary.traces = len(traces)
     summary.tasks = store.count_tasks(sorted(traces)) if traces else 0
-    summary.seconds = time.perf_counter() - started
-    return summary

@@ -29,7 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import duckdb
@@ -61,6 +61,7 @@ class SharedStore:
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.turn_path = self.path.with_name(self.path.name + ".lock.queue")
         self.spool_dir = self.path.with_name(self.path.name + ".spool")
+        self._held: _Held | None = None
 
     # -- the lock -------------------------------------------------------------
 
@@ -111,9 +112,50 @@ class SharedStore:
 
     # -- writing --------------------------------------------------------------
 
+    def queued(self) -> bool:
+        """Whether another process (or thread) is waiting for the store right now."""
+        try:
+            fd = os.open(self.turn_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return False
+        finally:
+            os.close(fd)
+
+    @contextmanager
+    def holding(self, timeout_s: float = 30.0) -> Iterator[None]:
+        """Keep the file from one write to the next for a run of writes (an ingest's batches),
+        giving it up after any write during which another process queued for it.
+
+        Inside the block every write of this object uses the held file; each still
+        lands whole, and nobody waits for more than about one write.
+        """
+        self._held = _Held(self, timeout_s)
+        try:
+            yield
+        finally:
+            held, self._held = self._held, None
+            held.release()
+
     @contextmanager
     def writing(self, timeout_s: float = 30.0) -> Iterator[Store]:
         """The store open for one write, spilled batches loaded first; StoreBusy after ``timeout_s``."""
+        if self._held is not None:
+            store = self._held.acquire()
+            try:
+                yield store
+            except BaseException:
+                self._held.release()
+                raise
+            if self.queued():
+                self._held.release()
+            return
         deadline = time.monotonic() + timeout_s
         with self._locked(True, timeout_s):
             store = self._open(deadline)
@@ -250,3 +292,29 @@ class SharedStore:
             return store
         except (StoreError, duckdb.Error) as exc:  # name the store, not its snapshot
             raise StoreError(str(exc).replace(str(copy), str(self.path))) from exc
+
+
+class _Held:
+    """The file kept open between the writes of :meth:`SharedStore.holding`."""
+
+    def __init__(self, shared: SharedStore, timeout_s: float) -> None:
+        self.shared = shared
+        self.timeout_s = timeout_s
+        self._session: AbstractContextManager[Store] | None = None
+        self._store: Store | None = None
+
+    def acquire(self) -> Store:
+        if self._store is None:
+            self.shared._held, held = None, self.shared._held  # a plain write while taking the file
+            try:
+                session = self.shared.writing(self.timeout_s)
+                self._store = session.__enter__()
+                self._session = session
+            finally:
+                self.shared._held = held
+        return self._store
+
+    def release(self) -> None:
+        session, self._session, self._store = self._session, None, None
+        if session is not None:
+            session.__exit__(None, None, None)
