@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from agentscope.cli import app
+from tracebuild import store_row
 from typer.testing import CliRunner
 
 from agentscope import attributes as A
@@ -22,26 +23,6 @@ MS = 1_000_000
 runner = CliRunner()
 
 
-def row(trace, span_id, parent, kind, start_ms, end_ms, name=None, **attributes):
-    return (
-        trace,
-        span_id,
-        parent,
-        name or span_id,
-        kind,
-        "INTERNAL",
-        int(start_ms * MS),
-        int(end_ms * MS),
-        "UNSET",
-        None,
-        "svc",
-        "test",
-        1,
-        None,
-        json.dumps(attributes),
-    )
-
-
 @pytest.fixture
 def store_path(tmp_path) -> Path:
     """20 tasks: task k lasts 100+k ms: a 40 ms LLM call (server timings) then a 30+k ms tool."""
@@ -49,8 +30,8 @@ def store_path(tmp_path) -> Path:
     for k in range(20):
         trace = f"{k:032x}"
         rows += [
-            row(trace, f"{k:015x}a", None, "task", 0, 100 + k, "ticket", **{A.TASK_NAME: "ticket"}),
-            row(
+            store_row(trace, f"{k:015x}a", None, "task", 0, 100 + k, "ticket", **{A.TASK_NAME: "ticket"}),
+            store_row(
                 trace,
                 f"{k:015x}b",
                 f"{k:015x}a",
@@ -66,7 +47,7 @@ def store_path(tmp_path) -> Path:
                     A.GEN_AI_USAGE_INPUT_TOKENS: 100,
                 },
             ),
-            row(
+            store_row(
                 trace,
                 f"{k:015x}c",
                 f"{k:015x}a",
@@ -172,8 +153,10 @@ def test_show_json_and_waterfall(store_path):
 def test_show_of_a_trace_without_a_task_explains_its_root_and_says_so(tmp_path):
     trace = "e" * 32
     rows = [
-        row(trace, "1" * 16, None, "step", 0, 50, "nightly_sync"),
-        row(trace, "2" * 16, "1" * 16, "db", 5, 45, "SELECT orders", **{A.DB_SYSTEM_NAME: "postgresql"}),
+        store_row(trace, "1" * 16, None, "step", 0, 50, "nightly_sync"),
+        store_row(
+            trace, "2" * 16, "1" * 16, "db", 5, 45, "SELECT orders", **{A.DB_SYSTEM_NAME: "postgresql"}
+        ),
     ]
     path = tmp_path / "no-task.duckdb"
     with Store(path) as store:
@@ -198,9 +181,9 @@ def test_show_of_a_trace_without_a_task_explains_its_root_and_says_so(tmp_path):
 def test_no_repair_changes_what_blame_sees_on_an_enclosed_sibling(tmp_path):
     trace = "d" * 32
     rows = [
-        row(trace, "a" * 16, None, "task", 0, 100, "graph"),
-        row(trace, "b" * 16, "a" * 16, "step", 0, 100, "call_model"),
-        row(trace, "c" * 16, "a" * 16, "llm", 1, 99, "ChatOpenAI"),
+        store_row(trace, "a" * 16, None, "task", 0, 100, "graph"),
+        store_row(trace, "b" * 16, "a" * 16, "step", 0, 100, "call_model"),
+        store_row(trace, "c" * 16, "a" * 16, "llm", 1, 99, "ChatOpenAI"),
     ]
     path = tmp_path / "sibling.duckdb"
     with Store(path) as store:

@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from tracebuild import llm_task_store
 
 from agentscope.analysis.probing import ProbeCall, choose_sizes, fit_profile
 from agentscope.sim import Profile, SimServer
 from agentscope.store import Store
-from agentscope.store.schema import rows_to_table
 
 SECRET = "sk-probe-secret-1234"
 
@@ -20,28 +20,7 @@ SECRET = "sk-probe-secret-1234"
 @pytest.fixture
 def recorded(tmp_path):
     """A store of LLM calls of assorted sizes."""
-    from test_cli_blame import row
-
-    rows = []
-    for k in range(12):
-        trace = f"{k + 1:032x}"
-        rows += [
-            row(trace, f"{k:015x}a", None, "task", 0, 1000, "ticket"),
-            row(
-                trace,
-                f"{k:015x}b",
-                f"{k:015x}a",
-                "llm",
-                0,
-                900,
-                "chat",
-                **{"gen_ai.usage.input_tokens": 100 + 150 * k, "gen_ai.usage.output_tokens": 5 + 3 * k},
-            ),
-        ]
-    path = tmp_path / "recorded.duckdb"
-    with Store(path) as store:
-        store.insert(rows_to_table(rows))
-    return path
+    return llm_task_store(tmp_path / "recorded.duckdb", [(100 + 150 * k, 5 + 3 * k) for k in range(12)])
 
 
 def probe(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 from agentscope.cli import app
 from test_cli_blame import SCHEMAS, runner
-from tracebuild import MS, span, trace
+from tracebuild import MS, llm_task_store, span, trace
 
 from agentscope.analysis.profiles import CandidateProfile, Figure, ProfileError, load_presets, load_profile
 from agentscope.analysis.tasks import explain
@@ -84,30 +84,7 @@ def test_presets_say_their_sources_and_bad_profiles_are_named(tmp_path):
 
 
 def test_blame_target_rows_validate_and_name_the_best_target(tmp_path):
-    from test_cli_blame import row
-
-    from agentscope.store import Store
-    from agentscope.store.schema import rows_to_table
-
-    rows = []
-    for k in range(10):
-        trace_id = f"{k + 1:032x}"
-        rows += [
-            row(trace_id, f"{k:015x}a", None, "task", 0, 1000, "ticket"),
-            row(
-                trace_id,
-                f"{k:015x}b",
-                f"{k:015x}a",
-                "llm",
-                0,
-                900,
-                "chat",
-                **{"gen_ai.usage.input_tokens": 500, "gen_ai.usage.output_tokens": 300},
-            ),
-        ]
-    store = tmp_path / "t.duckdb"
-    with Store(store) as opened:
-        opened.insert(rows_to_table(rows))
+    store = llm_task_store(tmp_path / "t.duckdb", [(500, 300)] * 10)
     result = runner.invoke(
         app,
         [
@@ -133,34 +110,7 @@ def test_blame_target_rows_validate_and_name_the_best_target(tmp_path):
 
 
 def test_budget_target_puts_each_option_beside_its_cost(tmp_path):
-    from test_cli_blame import row
-
-    from agentscope.store import Store
-    from agentscope.store.schema import rows_to_table
-
-    rows = []
-    for k in range(10):
-        trace_id = f"{k + 1:032x}"
-        rows += [
-            row(trace_id, f"{k:015x}a", None, "task", 0, 1000, "ticket"),
-            row(
-                trace_id,
-                f"{k:015x}b",
-                f"{k:015x}a",
-                "llm",
-                0,
-                900,
-                "chat",
-                **{
-                    "gen_ai.request.model": "gpt-oss-120b",
-                    "gen_ai.usage.input_tokens": 500,
-                    "gen_ai.usage.output_tokens": 300,
-                },
-            ),
-        ]
-    store = tmp_path / "t.duckdb"
-    with Store(store) as opened:
-        opened.insert(rows_to_table(rows))
+    store = llm_task_store(tmp_path / "t.duckdb", [(500, 300)] * 10, model="gpt-oss-120b")
     args = ["budget", str(store), "--target", "groq-gpt-oss-120b", "--target", "cerebras-gpt-oss-120b"]
     result = runner.invoke(app, [*args, "--format", "json"])
     assert result.exit_code == 0, result.output

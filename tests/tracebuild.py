@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from agentscope.analysis.batch import SpanBatch, as_columns
@@ -43,3 +45,44 @@ def path(t: Trace, task: int = 0) -> list[tuple[str, float, float]]:
     from agentscope.analysis.critical_path import critical_path
 
     return [(t.span_id(i), a / MS, b / MS) for i, a, b in critical_path(t, task)]
+
+
+def store_row(trace, span_id, parent, kind, start_ms, end_ms, name=None, **attributes) -> tuple:
+    """A ``spans`` row for writing straight into a store (times in ms)."""
+    return (
+        trace,
+        span_id,
+        parent,
+        name or span_id,
+        kind,
+        "INTERNAL",
+        int(start_ms * MS),
+        int(end_ms * MS),
+        "UNSET",
+        None,
+        "svc",
+        "test",
+        1,
+        None,
+        json.dumps(attributes),
+    )
+
+
+def llm_task_store(path: Path, sizes: list[tuple[int, int]], model: str | None = None) -> Path:
+    """A store of one 1,000 ms task a size, each holding a 900 ms LLM call of that (input, output)."""
+    from agentscope.store import Store
+    from agentscope.store.schema import rows_to_table
+
+    rows = []
+    for k, (inputs, outputs) in enumerate(sizes):
+        trace_id, task, call = f"{k + 1:032x}", f"{k:015x}a", f"{k:015x}b"
+        usage = {"gen_ai.usage.input_tokens": inputs, "gen_ai.usage.output_tokens": outputs}
+        if model is not None:
+            usage["gen_ai.request.model"] = model
+        rows += [
+            store_row(trace_id, task, None, "task", 0, 1000, "ticket"),
+            store_row(trace_id, call, task, "llm", 0, 900, "chat", **usage),
+        ]
+    with Store(path) as store:
+        store.insert(rows_to_table(rows))
+    return path

@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from agentscope import attributes as A
 from agentscope.ingest.records import BadSpan, Record, record
-from agentscope.ingest.runs import first_line, iso_ns, number, read_export, span_id_of, trace_id_of
+from agentscope.ingest.runs import first_line, iso_ns, number, read_export, set_usage, span_id_of, trace_id_of
 
 OBSERVATION_TYPE = "langfuse.observation.type"
 OBSERVATION_ID = "langfuse.observation.id"
@@ -64,16 +64,7 @@ def observation_record(observation: Any, position: int) -> Record:
         if kind in ("GENERATION", "EMBEDDING"):
             if observation.get("model"):
                 attributes[A.GEN_AI_REQUEST_MODEL] = str(observation["model"])
-            for key, value in zip(
-                (
-                    A.GEN_AI_USAGE_INPUT_TOKENS,
-                    A.GEN_AI_USAGE_OUTPUT_TOKENS,
-                    A.GEN_AI_USAGE_CACHED_INPUT_TOKENS,
-                ),
-                _usage(observation),
-            ):
-                if value is not None:
-                    attributes[key] = value
+            set_usage(attributes, *_usage(observation))
             if observation.get("completionStartTime"):
                 first = iso_ns(observation["completionStartTime"], "completionStartTime")
                 attributes[A.GEN_AI_RESPONSE_TTFC] = max(0, first - start) / 1e9

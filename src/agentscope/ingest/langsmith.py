@@ -17,7 +17,16 @@ from typing import IO, Any
 
 from agentscope import attributes as A
 from agentscope.ingest.records import BadSpan, Record, record
-from agentscope.ingest.runs import dig, first_line, iso_ns, number, read_export, span_id_of, trace_id_of
+from agentscope.ingest.runs import (
+    dig,
+    first_line,
+    iso_ns,
+    number,
+    read_export,
+    set_usage,
+    span_id_of,
+    trace_id_of,
+)
 
 RUN_TYPE = "langsmith.run_type"
 RUN_ID = "langsmith.run_id"
@@ -84,16 +93,7 @@ def run_record(run: Any, position: int) -> Record:
                 attributes[A.GEN_AI_REQUEST_MODEL] = str(model)
             if metadata.get("ls_provider"):
                 attributes[A.GEN_AI_PROVIDER_NAME] = str(metadata["ls_provider"])
-            for key, value in zip(
-                (
-                    A.GEN_AI_USAGE_INPUT_TOKENS,
-                    A.GEN_AI_USAGE_OUTPUT_TOKENS,
-                    A.GEN_AI_USAGE_CACHED_INPUT_TOKENS,
-                ),
-                _usage(run),
-            ):
-                if value is not None:
-                    attributes[key] = value
+            set_usage(attributes, *_usage(run))
             ttft = _first_token_s(run, start)
             if ttft is not None:
                 attributes[A.GEN_AI_RESPONSE_TTFC] = ttft

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 import orjson
 
+from agentscope import attributes as A
 from agentscope.ingest.jsonstream import JSONStreamError, iter_array
 from agentscope.ingest.records import BadSpan, Record
 
@@ -94,6 +95,19 @@ def number(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return int(value)
+
+
+def set_usage(
+    attributes: dict[str, Any], inputs: int | None, outputs: int | None, cached: int | None
+) -> None:
+    """Put the token counts that are known under the GenAI keys the analyzer reads."""
+    for key, value in (
+        (A.GEN_AI_USAGE_INPUT_TOKENS, inputs),
+        (A.GEN_AI_USAGE_OUTPUT_TOKENS, outputs),
+        (A.GEN_AI_USAGE_CACHED_INPUT_TOKENS, cached),
+    ):
+        if value is not None:
+            attributes[key] = value
 
 
 def dig(mapping: Any, *keys: str) -> Any:
