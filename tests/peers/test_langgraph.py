@@ -29,28 +29,26 @@ def run_react(shape: str, base_url: str) -> None:
     react_agent(base_url, shape).invoke({"messages": [("user", prompt_for(shape))]})
 
 
+LANGCHAIN_INSTRUMENTATIONS = {
+    "openinference_langchain": ("openinference.instrumentation.langchain", "LangChainInstrumentor"),
+    "openllmetry_langchain": ("opentelemetry.instrumentation.langchain", "LangchainInstrumentor"),
+}
+
+
 @pytest.fixture
-def openinference_langchain(otel):
-    module = require("openinference.instrumentation.langchain")
-    instrumentor = module.LangChainInstrumentor()
+def langchain_traced(request, otel):
+    """The OTel pipeline with one peer's LangChain instrumentation on (the parameter names which)."""
+    module, name = LANGCHAIN_INSTRUMENTATIONS[request.param]
+    instrumentor = getattr(require(module), name)()
     instrumentor.instrument(tracer_provider=otel.provider)
     yield otel
     instrumentor.uninstrument()
 
 
-@pytest.fixture
-def openllmetry_langchain(otel):
-    module = require("opentelemetry.instrumentation.langchain")
-    instrumentor = module.LangchainInstrumentor()
-    instrumentor.instrument(tracer_provider=otel.provider)
-    yield otel
-    instrumentor.uninstrument()
-
-
-@pytest.mark.parametrize("instrumentation", ["openinference_langchain", "openllmetry_langchain"])
-def test_langgraph_blame_matches_the_known_delays(instrumentation, request, providers, tmp_path):
-    otel = request.getfixturevalue(instrumentation)
-    measured = measure(f"LangGraph + {instrumentation}", run_react, otel.export, providers, tmp_path)
+@pytest.mark.parametrize("langchain_traced", list(LANGCHAIN_INSTRUMENTATIONS), indirect=True)
+def test_langgraph_blame_matches_the_known_delays(langchain_traced, request, providers, tmp_path):
+    peer = f"LangGraph + {request.node.callspec.params['langchain_traced']}"
+    measured = measure(peer, run_react, langchain_traced.export, providers, tmp_path)
     print(measured.row())
     calls = sum(1 for truth in measured.truths for served in truth.served if served.status == 200)
     assert measured.repaired == calls  # every model call's runnable was moved under its node
@@ -66,13 +64,14 @@ def measured_index(key: str) -> int:
     return categories.KEY_INDEX[key]
 
 
-def test_without_repair_langgraph_shows_no_inference(openinference_langchain, providers, tmp_path):
+@pytest.mark.parametrize("langchain_traced", ["openinference_langchain"], indirect=True)
+def test_without_repair_langgraph_shows_no_inference(langchain_traced, providers, tmp_path):
     from agentscope.analysis.pipeline import blame_store
     from agentscope.ingest import ingest
     from agentscope.store import Store
 
     run_react("sequential", providers.normal.base_url)
-    path = openinference_langchain.export(tmp_path)
+    path = langchain_traced.export(tmp_path)
     with Store(None) as store:
         ingest(store, [path])
         before = blame_store(store, repair=False)

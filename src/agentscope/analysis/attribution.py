@@ -134,7 +134,8 @@ def _as_mix(parts: Sequence[tuple[str, float]], parent_mix: Mix | None) -> Mix:
     return tuple(out.items())
 
 
-def _union_ns(intervals: list[tuple[int, int]]) -> int:
+def union_ns(intervals: list[tuple[int, int]]) -> int:
+    """How much time the intervals cover together (overlaps counted once)."""
     covered = 0
     current_start = current_end = None
     for s, e in sorted(intervals):
@@ -166,7 +167,7 @@ def _cpu_mix(trace: Trace, i: int) -> Mix:
         cs, ce = max(trace.start[c], s), min(trace.end[c], e)
         if ce > cs:
             intervals.append((cs, ce))
-    self_ns = (e - s) - _union_ns(intervals)
+    self_ns = (e - s) - union_ns(intervals)
     if self_ns <= 0 or own_cpu <= 0:
         return (("other", 1.0),)
     share = min(1.0, own_cpu / self_ns)
@@ -235,8 +236,8 @@ def _own_time(trace: Trace, i: int) -> tuple[int, int]:
         return e - s, 0
     ttft = trace.batch["ttft_s"][trace.rows[i]]
     first = s + int(ttft * 1e9) if ttft is not None else s
-    before = _union_ns([(a, min(b, first)) for a, b in intervals if a < first])
-    return (e - s) - _union_ns(intervals), before
+    before = union_ns([(a, min(b, first)) for a, b in intervals if a < first])
+    return (e - s) - union_ns(intervals), before
 
 
 class Mixes(NamedTuple):

@@ -14,6 +14,7 @@ its tokenizer counts the filler very differently from the recorded prompts.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,6 +80,4 @@ def fit_profile(name: str, model: str, calls: Sequence[ProbeCall], endpoint: str
         name, "measured", today, figures, model=model, description=f"{model} at {endpoint}"
     )
     residuals = [c.total_ms - profile.predict_ms(c.input_tokens, c.output_tokens) for c in calls]
-    return CandidateProfile(
-        name, "measured", today, figures, model=model, description=profile.description, residuals_ms=residuals
-    )
+    return dataclasses.replace(profile, residuals_ms=residuals)

@@ -116,7 +116,7 @@ def parse_profile(data: dict[str, Any], where: str) -> CandidateProfile:
         if entry["value"] < 0 or not isinstance(entry.get("source"), str) or not entry["source"]:
             raise ProfileError(f"{where}: figures.{figure} must be ≥ 0 and say its source")
         figures[figure] = Figure(float(entry["value"]), entry["source"])
-    if not any(figures.get(rate) and figures[rate].value > 0 for rate in ("decode_tokens_per_s",)):
+    if "decode_tokens_per_s" not in figures or figures["decode_tokens_per_s"].value <= 0:
         raise ProfileError(f"{where}: a profile needs a decode_tokens_per_s above 0")
     return CandidateProfile(
         name=name,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentscope.analysis.attribution import FAILED_MIX, Mix
+from agentscope.analysis.attribution import FAILED_MIX, Mix, union_ns
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.trace import Trace
 
@@ -37,19 +37,13 @@ def _call_spans(trace: Trace, call: int, mixes: dict[int, Mix]) -> list[int]:
 def _recorded_ns(trace: Trace, call: int, mixes: dict[int, Mix]) -> int:
     """The call's time that a faster endpoint would replace: its span less failed attempts and backoff."""
     lo, hi = trace.start[call], trace.end[call]
-    excluded = sorted(
+    excluded = [
         (max(trace.start[c], lo), min(trace.end[c], hi))
         for c in trace.children[call]
         if (mixes.get(c) is FAILED_MIX or trace.kind[c] == "backoff")
         and min(trace.end[c], hi) > max(trace.start[c], lo)
-    )
-    covered, cursor = 0, lo
-    for a, b in excluded:
-        a = max(a, cursor)
-        if b > a:
-            covered += b - a
-            cursor = b
-    return (hi - lo) - covered
+    ]
+    return (hi - lo) - union_ns(excluded)
 
 
 def target_overrides(
