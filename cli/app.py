@@ -21,8 +21,10 @@ import openai
 import typer
 from agentscope.cli.budget_html import budget_html
 from agentscope.cli.budget_markdown import budget_markdown
+from agentscope.cli.exporting import export_table, export_with_progress
 from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
 from agentscope.cli.render import blame_markdown, print_blame, probe_table
+from agentscope.cli.spark_blame import SparkProblem, blame_parquet
 from agentscope.cli.waterfall import waterfall
 from rich.console import Console
 from rich.table import Table
@@ -44,6 +46,7 @@ from agentscope.ingest import IngestSummary
 from agentscope.ingest.receiver import DEFAULT_MAX_BODY, Receiver
 from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
+from agentscope.store.export import ExportError
 from agentscope.store.query import PROBE_SERVICE, llm_token_counts
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import is_interrupt
@@ -228,6 +231,28 @@ def ingest_command(
 
 
 @app.command()
+def export(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write (replaced if it holds an export).")],
+    store: StoreOption = None,
+    fmt: Annotated[str, typer.Option("--format", help="parquet (the only format).")] = "parquet",
+    buckets: Annotated[
+        int | None,
+        typer.Option("--buckets", min=1, help="Hash buckets of trace ids (default: one per 250k spans)."),
+    ] = None,
+) -> None:
+    """Write the analyzer's columns as Parquet partitioned by bucket, for blame --engine spark."""
+    if fmt != "parquet":
+        raise fail(f"--format {fmt!r}: only parquet is supported")
+    console = Console(stderr=True)
+    try:
+        with open_store(None, store, console) as opened:
+            manifest = export_with_progress(opened, out, buckets, console)
+    except (UsageProblem, ExportError, StoreError) as exc:
+        raise fail(str(exc)) from None
+    Console().print(export_table(manifest, out))
+
+
+@app.command()
 def demo(
     tasks: Annotated[int, typer.Option("--tasks", min=1, help="Tasks per example agent.")] = 20,
     store: StoreOption = None,
@@ -328,19 +353,36 @@ def blame(
             "--target", help="A candidate profile: preset name or TOML file (repeatable; see profiles)."
         ),
     ] = None,
+    engine: Annotated[
+        str, typer.Option("--engine", help="duckdb (the store) or spark (Parquet PATHs from export).")
+    ] = "duckdb",
+    spark_master: Annotated[
+        str | None,
+        typer.Option("--spark-master", help="Spark master URL (default local[*]; SPARK_REMOTE: Connect)."),
+    ] = None,
 ) -> None:
     """Where the p95 goes, and what a faster chip (or anything else) would change."""
     try:
         if fmt not in ("table", "json", "markdown"):
             raise UsageProblem(f"--format {fmt!r}: choose table, json or markdown")
+        if engine not in ("duckdb", "spark"):
+            raise UsageProblem(f"--engine {engine!r}: choose duckdb or spark")
         scenarios, headline = scenarios_for(speedup or [], chip)
         targets = targets_for(target or [])
-        with open_store(paths, store, Console(stderr=True)) as opened:
-            report = blame_store(
-                opened, scenarios, percentile, task, headline, repair=not no_repair, targets=targets
+        if engine == "spark":
+            if not paths or store is not None:
+                raise UsageProblem("--engine spark reads Parquet PATHs (agentscope export), not --store")
+            where = ", ".join(map(str, paths))
+            report = blame_parquet(
+                paths, scenarios, percentile, task, headline, not no_repair, targets, spark_master
             )
-            where = opened.path
-    except UsageProblem as exc:
+        else:
+            with open_store(paths, store, Console(stderr=True)) as opened:
+                report = blame_store(
+                    opened, scenarios, percentile, task, headline, repair=not no_repair, targets=targets
+                )
+                where = opened.path
+    except (UsageProblem, SparkProblem) as exc:
         raise fail(str(exc)) from None
     if report is None:
         filtered = f" named {task!r}" if task else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentscope.analysis import categories as C
@@ -66,10 +67,83 @@ def _average(vectors: Sequence[Sequence[float]]) -> list[float]:
     return [sum(column) / n for column in zip(*vectors)] if n else [0.0] * len(C.KEYS)
 
 
+def window_percentiles(percentile: float) -> tuple[float, float]:
+    """The percentiles that bound the tasks averaged for the budget at ``percentile``."""
+    return max(percentile - WINDOW, 0.0), min(percentile + WINDOW, 100.0)
+
+
 def _window(ranked: Sequence[TaskResult], percentile: float) -> list[TaskResult]:
-    lo = max(1, math.ceil(max(percentile - WINDOW, 0.0) / 100 * len(ranked)))
-    hi = max(lo, math.ceil(min(percentile + WINDOW, 100.0) / 100 * len(ranked)))
+    low, high = window_percentiles(percentile)
+    lo = max(1, math.ceil(low / 100 * len(ranked)))
+    hi = max(lo, math.ceil(high / 100 * len(ranked)))
     return list(ranked[lo - 1 : hi])
+
+
+LATENCY_PERCENTILES = (50, 90, 95, 99)
+WHATIF_PERCENTILES = (50, 95)
+
+
+@dataclass
+class Population:
+    """What the report needs of all tasks: counts, percentiles, means, sums, the tasks near the percentile.
+
+    ``Population.of`` computes it exactly from every task.  An engine whose tasks
+    are too many to collect builds one from its own aggregates instead and says
+    how in ``approximate`` (it lands in the report under that key).
+    """
+
+    count: int
+    accepted: int
+    names: list[str]
+    duration_ns: dict[float, float]
+    """Percentile → task duration, for ``LATENCY_PERCENTILES`` and the report's percentile."""
+    max_ns: float
+    mean_ns: float
+    mean_components: list[float]
+    window: list[TaskResult]
+    """The tasks whose durations rank within ``WINDOW`` points of the percentile."""
+    serial_mean: float
+    serial_p95: float
+    split_measured_ns: float
+    unsplit_ns: float
+    whatif_ns: list[dict[float, float]]
+    """Per what-if time in ``TaskResult.whatif_ns``: percentile → new duration."""
+    calls_without_tokens: int
+    repaired: int
+    approximate: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, results: Sequence[TaskResult], percentile: float) -> Population:
+        """Exactly, from every task; sums run in rank order, so any order of ``results`` gives one report."""
+        if not results:
+            raise ValueError("no tasks to analyse")
+        ranked = sorted(results, key=lambda r: (r.duration_ns, r.trace_id or "", r.span_id))
+        durations = [r.duration_ns for r in ranked]
+        serial = sorted(r.serial_llm_calls for r in ranked)
+        wanted = (*WHATIF_PERCENTILES, percentile)
+        whatif = []
+        for column in zip(*(r.whatif_ns for r in ranked)):
+            ordered = sorted(column)
+            whatif.append({q: nearest_rank(ordered, q) for q in wanted})
+        return cls(
+            count=len(results),
+            accepted=sum(1 for r in ranked if r.accepted),
+            names=sorted({r.name for r in ranked}),
+            duration_ns={q: nearest_rank(durations, q) for q in (*LATENCY_PERCENTILES, percentile)},
+            max_ns=durations[-1],
+            mean_ns=sum(durations) / len(durations),
+            mean_components=_average([r.components for r in ranked]),
+            window=_window(ranked, percentile),
+            serial_mean=sum(serial) / len(serial),
+            serial_p95=nearest_rank(serial, 95),
+            split_measured_ns=sum(
+                r.components[C.KEY_INDEX[C.PREFILL]] + r.components[C.KEY_INDEX[C.DECODE]] for r in ranked
+            ),
+            unsplit_ns=sum(r.components[C.KEY_INDEX[C.UNSPLIT]] for r in ranked),
+            whatif_ns=whatif,
+            calls_without_tokens=sum(r.calls_without_tokens for r in results),
+            repaired=sum(r.repaired for r in results),
+        )
 
 
 def _speedups_json(speedups: Mapping[str, float]) -> dict[str, float | str]:
@@ -139,20 +213,25 @@ def blame(
     ``results`` carry what-if times for ``variants(scenarios)`` and then, when
     ``targets`` are given, one for each target (the last ``len(targets)``).
     """
-    if not results:
-        raise ValueError("no tasks to analyse")
-    ranked = sorted(results, key=lambda r: r.duration_ns)
-    durations = [r.duration_ns for r in ranked]
-    p_ns = nearest_rank(durations, percentile)
-    window = _window(ranked, percentile)
+    return render(Population.of(results, percentile), scenarios, percentile, headline, targets)
+
+
+def render(
+    population: Population,
+    scenarios: Sequence[Scenario] = DEFAULT_SCENARIOS,
+    percentile: float = 95,
+    headline: Scenario | None = None,
+    targets: Sequence[CandidateProfile] = (),
+) -> dict[str, Any]:
+    """The ``agentscope.blame/v1`` report of a population of tasks (see :func:`blame`)."""
+    pop = population
+    p_ns = pop.duration_ns[percentile]
+    window = pop.window
     mean_window = _average([r.components for r in window])
     window_total = sum(mean_window)
     factor = p_ns / window_total if window_total > 0 else 0.0
     budget_components = [v * factor for v in mean_window]
     budget = _category_rows(budget_components, p_ns)
-
-    mean_components = _average([r.components for r in results])
-    mean_ns = sum(durations) / len(durations)
 
     labels: dict[str, tuple[str, float, float]] = {}
     for r in window:
@@ -173,75 +252,64 @@ def blame(
         key=lambda op: -op["ms"],
     )[:TOP_OPERATIONS]
 
-    serial = sorted(r.serial_llm_calls for r in results)
-    measured = sum(
-        r.components[C.KEY_INDEX[C.PREFILL]] + r.components[C.KEY_INDEX[C.DECODE]] for r in results
-    )
-    unsplit = sum(r.components[C.KEY_INDEX[C.UNSPLIT]] for r in results)
-
     whatif = []
-    p95_ns = nearest_rank(durations, 95)
+    p95_ns = pop.duration_ns[95]
     for k, scenario in enumerate(scenarios):
-        optimistic = sorted(r.whatif_ns[2 * k] for r in results)
-        pessimistic = sorted(r.whatif_ns[2 * k + 1] for r in results)
-        new_p95 = nearest_rank(optimistic, 95)
+        optimistic, pessimistic = pop.whatif_ns[2 * k], pop.whatif_ns[2 * k + 1]
+        new_p95 = optimistic[95]
         whatif.append(
             {
                 "scenario": scenario.name,
                 "speedups": _speedups_json(scenario.speedups),
-                "p50_ms": _ms(nearest_rank(optimistic, 50)),
+                "p50_ms": _ms(optimistic[50]),
                 "p95_ms": _ms(new_p95),
                 "p95_change": (new_p95 - p95_ns) / p95_ns if p95_ns > 0 else 0.0,
-                "p95_ms_range": [_ms(new_p95), _ms(nearest_rank(pessimistic, 95))],
+                "p95_ms_range": [_ms(new_p95), _ms(pessimistic[95])],
             }
         )
 
-    offset = len(results[0].whatif_ns) - len(targets)
+    offset = len(pop.whatif_ns) - len(targets)
     for t, target in enumerate(targets):
-        predicted = sorted(r.whatif_ns[offset + t] for r in results)
-        new_p95 = nearest_rank(predicted, 95)
+        predicted = pop.whatif_ns[offset + t]
+        new_p95 = predicted[95]
         whatif.append(
             {
                 "scenario": f"target {target.name}",
                 "target": target.name,
-                "p50_ms": _ms(nearest_rank(predicted, 50)),
+                "p50_ms": _ms(predicted[50]),
                 "p95_ms": _ms(new_p95),
                 "p95_change": (new_p95 - p95_ns) / p95_ns if p95_ns > 0 else 0.0,
                 "p95_ms_range": [_ms(new_p95), _ms(new_p95)],
-                "calls_without_tokens": sum(r.calls_without_tokens for r in results),
+                "calls_without_tokens": pop.calls_without_tokens,
             }
         )
 
     headline = headline or next((s for s in scenarios if s.name == "inference x3.6"), scenarios[0])
     k = list(scenarios).index(headline)
-    headline_new_ns = nearest_rank(sorted(r.whatif_ns[2 * k] for r in results), percentile)
+    headline_new_ns = pop.whatif_ns[2 * k][percentile]
+    split_total = pop.split_measured_ns + pop.unsplit_ns
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "percentile": int(percentile) if float(percentile).is_integer() else percentile,
-        "tasks": {
-            "count": len(results),
-            "accepted": sum(1 for r in results if r.accepted),
-            "names": sorted({r.name for r in results}),
-        },
+        "tasks": {"count": pop.count, "accepted": pop.accepted, "names": pop.names},
         "latency_ms": {
-            "p50": _ms(nearest_rank(durations, 50)),
-            "p90": _ms(nearest_rank(durations, 90)),
+            "p50": _ms(pop.duration_ns[50]),
+            "p90": _ms(pop.duration_ns[90]),
             "p95": _ms(p95_ns),
-            "p99": _ms(nearest_rank(durations, 99)),
-            "mean": _ms(mean_ns),
-            "max": _ms(durations[-1]),
+            "p99": _ms(pop.duration_ns[99]),
+            "mean": _ms(pop.mean_ns),
+            "max": _ms(pop.max_ns),
         },
         "budget": budget,
-        "mean": _category_rows(mean_components, mean_ns),
+        "mean": _category_rows(pop.mean_components, pop.mean_ns),
         "operations": operations,
-        "serial_llm_calls": {
-            "mean": sum(serial) / len(serial),
-            "p95": nearest_rank(serial, 95),
-        },
-        "inference_split_measured": measured / (measured + unsplit) if measured + unsplit > 0 else 0.0,
+        "serial_llm_calls": {"mean": pop.serial_mean, "p95": pop.serial_p95},
+        "inference_split_measured": pop.split_measured_ns / split_total if split_total > 0 else 0.0,
         "whatif": whatif,
-        "repaired_spans": sum(r.repaired for r in results),
+        "repaired_spans": pop.repaired,
     }
+    if pop.approximate is not None:
+        report["approximate"] = pop.approximate
     report["verdict"] = verdict(percentile, _ms(p_ns), _ms(headline_new_ns), headline, budget, operations)
     if targets:
         best = min((row for row in whatif if "target" in row), key=lambda row: row["p95_ms"])
