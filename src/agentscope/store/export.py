@@ -96,7 +96,7 @@ def export_parquet(
         f"SELECT *, CAST({BUCKET_SQL.format(buckets=buckets)} AS INTEGER) AS bucket "
         f"FROM ({ANALYSIS_SELECT.format(where=APP_SPANS)})"
     )
-    reader = store.con.sql(query).fetch_record_batch(READ_BATCH)
+    reader = store.con.sql(query).to_arrow_reader(READ_BATCH)
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch in reader:
