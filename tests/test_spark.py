@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -182,6 +183,8 @@ def test_past_the_exact_size_percentiles_are_approximate_and_say_so(spark, varie
     }
     assert "approximate" not in duck
     assert_same_answers(duck, approximate)
+    schema = Path(__file__).parent.parent / "docs" / "schemas" / "blame.v1.schema.json"
+    jsonschema.validate(approximate, json.loads(schema.read_text()))
 
 
 def test_export_is_bucketed_by_a_stable_hash_with_a_manifest(varied, tmp_path):
@@ -226,6 +229,20 @@ def test_cli_export_then_blame_on_spark_prints_the_duckdb_report(varied, tmp_pat
     assert on_spark.stderr == ""  # the JVM's log stays out of the terminal
     on_duckdb = run_cli("blame", "--store", str(varied), "--format", "json")
     assert json.loads(on_spark.stdout) == json.loads(on_duckdb.stdout)
+
+
+def test_spark_connect_is_used_when_spark_remote_is_set(varied, tmp_path):
+    """``SPARK_REMOTE=local[2]`` starts a local Spark Connect server: the CLI then talks to it as a client."""
+    _require_spark()
+    out = tmp_path / "spans"
+    with Store(varied, read_only=True) as opened:
+        export_parquet(opened, out, buckets=2)
+    remote = run_cli(
+        "blame", "--engine", "spark", str(out), "--format", "json", env={"SPARK_REMOTE": "local[2]"}
+    )
+    assert remote.returncode == 0, remote.stderr[-2000:]
+    on_duckdb = run_cli("blame", "--store", str(varied), "--format", "json")
+    assert json.loads(remote.stdout) == json.loads(on_duckdb.stdout)
 
 
 def test_spark_submit_runs_the_cli_module_as_its_entry_point(varied, tmp_path):
@@ -291,3 +308,15 @@ def test_export_refuses_a_folder_that_holds_something_else(varied, tmp_path):
     result = run_cli("export", "--store", str(varied), "--out", str(tmp_path))
     assert result.returncode == 2 and "holds no agentscope export" in result.stderr
     assert (tmp_path / "precious.txt").read_text() == "keep me"
+
+
+def test_task_tables_of_two_periods_add_up_to_the_report_of_both(spark, varied, tmp_path):
+    from agentscope.engines import spark as engine
+
+    with Store(varied, read_only=True) as opened:
+        export_parquet(opened, tmp_path / "spans", buckets=2)
+    frame = spark.read.parquet(str(tmp_path / "spans"))
+    for half in (0, 1):  # each bucket stands for one day's traces
+        engine.task_results(frame.where(frame.bucket == half)).write.parquet(str(tmp_path / f"tasks-{half}"))
+    both = spark.read.parquet(str(tmp_path / "tasks-0"), str(tmp_path / "tasks-1"))
+    assert engine.blame_tasks(both) == engine.blame(frame)

@@ -68,14 +68,12 @@ def session(master: str | None = None, app_name: str = "agentscope") -> SparkSes
     Without either, PySpark's own default applies: ``spark-submit``'s ``--master``
     when run under it, ``local[*]`` otherwise.
     """
-    builder = SparkSession.builder.appName(app_name)
-    if master is not None and not os.environ.get("SPARK_REMOTE"):
+    builder = SparkSession.builder.appName(app_name).config("spark.sql.session.timeZone", "UTC")
+    if os.environ.get("SPARK_REMOTE"):
+        return builder.getOrCreate()
+    if master is not None:
         builder = builder.master(master)
-    return (
-        builder.config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
+    return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
 
 
 def _rows(results: Sequence[TaskResult]) -> pd.DataFrame:
@@ -145,7 +143,9 @@ def collect_results(tasks: DataFrame) -> list[TaskResult]:
     return [_result(row) for row in tasks.toArrow().to_pylist()]
 
 
-def _approximate_population(tasks: DataFrame, count: int, percentile: float) -> report.Population:
+def _approximate_population(
+    tasks: DataFrame, count: int, percentile: float, exact_max_tasks: int
+) -> report.Population:
     """The population from aggregates in the cluster; only the tasks near the percentile come back."""
     durations = sorted({*report.LATENCY_PERCENTILES, percentile, *report.window_percentiles(percentile)})
     whatifs = (*report.WHATIF_PERCENTILES, percentile)
@@ -189,7 +189,11 @@ def _approximate_population(tasks: DataFrame, count: int, percentile: float) -> 
         whatif_ns=[dict(zip(whatifs, values, strict=True)) for values in row["whatif"]],
         calls_without_tokens=row["calls_without_tokens"],
         repaired=row["repaired"],
-        approximate={"method": "percentile_approx", "accuracy": APPROX_ACCURACY, "exact_max_tasks": 0},
+        approximate={
+            "method": "percentile_approx",
+            "accuracy": APPROX_ACCURACY,
+            "exact_max_tasks": exact_max_tasks,
+        },
     )
 
 
@@ -206,9 +210,27 @@ def blame(
     exact_max_tasks: int = EXACT_MAX_TASKS,
 ) -> dict[str, Any] | None:
     """The ``agentscope.blame/v1`` report of the spans in ``df``; None when they hold no task."""
-    tasks = task_results(
-        df, scenarios, task_name=task_name, repair=repair, targets=targets, buckets=buckets
-    ).persist()
+    tasks = task_results(df, scenarios, task_name=task_name, repair=repair, targets=targets, buckets=buckets)
+    return blame_tasks(
+        tasks, scenarios, percentile, headline=headline, targets=targets, exact_max_tasks=exact_max_tasks
+    )
+
+
+def blame_tasks(
+    tasks: DataFrame,
+    scenarios: Sequence[Scenario] = report.DEFAULT_SCENARIOS,
+    percentile: float = 95,
+    *,
+    headline: Scenario | None = None,
+    targets: Sequence[CandidateProfile] = (),
+    exact_max_tasks: int = EXACT_MAX_TASKS,
+) -> dict[str, Any] | None:
+    """The report of a per-task table from :func:`task_results` (run with these ``scenarios``, ``targets``).
+
+    Task tables add up: daily tables saved as Parquet and read back as one
+    DataFrame give the report of the whole period without analysing its spans again.
+    """
+    tasks = tasks.persist()
     try:
         count = tasks.count()
         if count == 0:
@@ -216,8 +238,7 @@ def blame(
         if count <= exact_max_tasks:
             population = report.Population.of(collect_results(tasks), percentile)
         else:
-            population = _approximate_population(tasks, count, percentile)
-            population.approximate["exact_max_tasks"] = exact_max_tasks
+            population = _approximate_population(tasks, count, percentile, exact_max_tasks)
         return report.render(population, scenarios, percentile, headline, targets)
     finally:
         tasks.unpersist()
