@@ -48,6 +48,7 @@ from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
 from agentscope.store.export import ExportError
 from agentscope.store.query import PROBE_SERVICE, llm_token_counts
+from agentscope.store.selection import Selection, SelectionError
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import is_interrupt
 
@@ -199,6 +200,25 @@ NoRepairOption = Annotated[
     ),
 ]
 
+TaskOption = Annotated[str | None, typer.Option("--task", help="Only tasks with this name.")]
+ServiceOption = Annotated[
+    str | None, typer.Option("--service", help="Only traces with a span of this service (service.name).")
+]
+SinceOption = Annotated[
+    str | None, typer.Option("--since", help="Only tasks starting at or after: ISO time, or 24h, 7d back.")
+]
+UntilOption = Annotated[
+    str | None, typer.Option("--until", help="Only tasks starting before: ISO time, or 24h, 7d back.")
+]
+
+
+def selection_of(task: str | None, service: str | None, since: str | None, until: str | None) -> Selection:
+    try:
+        return Selection.parse(task, service, since, until)
+    except SelectionError as exc:
+        raise UsageProblem(str(exc)) from None
+
+
 StoreOption = Annotated[
     Path | None,
     typer.Option("--store", help="Store to read (default ./agentscope.duckdb or $AGENTSCOPE_STORE)."),
@@ -335,7 +355,10 @@ def blame(
         typer.Argument(help="Trace files or folders to analyse (with --store: ingest them first)."),
     ] = None,
     store: StoreOption = None,
-    task: Annotated[str | None, typer.Option("--task", help="Only tasks with this name.")] = None,
+    task: TaskOption = None,
+    service: ServiceOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     percentile: Annotated[
         float, typer.Option("--percentile", min=1, max=100, help="Budget at this percentile.")
     ] = 95,
@@ -369,9 +392,15 @@ def blame(
             raise UsageProblem(f"--engine {engine!r}: choose duckdb or spark")
         scenarios, headline = scenarios_for(speedup or [], chip)
         targets = targets_for(target or [])
+        selection = selection_of(task, service, since, until)
         if engine == "spark":
             if not paths or store is not None:
                 raise UsageProblem("--engine spark reads Parquet PATHs (agentscope export), not --store")
+            if service or since or until:
+                raise UsageProblem(
+                    "--service, --since and --until select in the store; with --engine spark, point PATH at "
+                    "the partitions to analyse"
+                )
             where = ", ".join(map(str, paths))
             report = blame_parquet(
                 paths, scenarios, percentile, task, headline, not no_repair, targets, spark_master
@@ -379,13 +408,19 @@ def blame(
         else:
             with open_store(paths, store, Console(stderr=True)) as opened:
                 report = blame_store(
-                    opened, scenarios, percentile, task, headline, repair=not no_repair, targets=targets
+                    opened,
+                    scenarios,
+                    percentile,
+                    headline=headline,
+                    repair=not no_repair,
+                    targets=targets,
+                    selection=selection,
                 )
                 where = opened.path
     except (UsageProblem, SparkProblem) as exc:
         raise fail(str(exc)) from None
     if report is None:
-        filtered = f" named {task!r}" if task else ""
+        filtered = f" {selection.describe()}" if selection else ""
         raise fail(
             f"no tasks{filtered} in {where}: a task is a span of kind task, an agent invocation, "
             "or a trace root, with at least one llm or tool span under it",
@@ -417,7 +452,10 @@ def budget(
         list[str] | None,
         typer.Option("--model-map", help="Price a traced model as a catalog model: TRACED=CANDIDATE."),
     ] = None,
-    task: Annotated[str | None, typer.Option("--task", help="Only tasks with this name.")] = None,
+    task: TaskOption = None,
+    service: ServiceOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
     speedup: Annotated[list[str] | None, typer.Option("--speedup", help="Extra what-if scenario.")] = None,
     chip: Annotated[str | None, typer.Option("--chip", help="A chip preset for the what-if rows.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="markdown, json or html.")] = "markdown",
@@ -446,6 +484,7 @@ def budget(
             raise UsageProblem(str(exc)) from None
         scenarios, headline = scenarios_for(speedup or [], chip)
         targets = targets_for(target or [])
+        selection = selection_of(task, service, since, until)
         with open_store(paths, store, Console(stderr=True)) as opened:
             document = budget_store(
                 opened,
@@ -454,15 +493,16 @@ def budget(
                 scenarios=scenarios,
                 headline=headline,
                 model_map=mapping,
-                task_name=task,
                 repair=not no_repair,
                 targets=targets,
+                selection=selection,
             )
             where = opened.path
     except UsageProblem as exc:
         raise fail(str(exc)) from None
     if document is None:
-        raise fail(f"no tasks in {where or 'the given files'} to budget", EXIT_NOTHING)
+        filtered = f" {selection.describe()}" if selection else ""
+        raise fail(f"no tasks{filtered} in {where or 'the given files'} to budget", EXIT_NOTHING)
     if fmt == "json":
         emit(json.dumps(document, indent=2), output)
     elif fmt == "markdown":
@@ -478,18 +518,26 @@ def show(
     store: StoreOption = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     no_repair: NoRepairOption = False,
+    task: TaskOption = None,
+    service: ServiceOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
 ) -> None:
     """Draw one task's waterfall with its critical path marked (a trace without a task: its root)."""
     try:
         if fmt not in ("table", "json"):
             raise UsageProblem(f"--format {fmt!r}: choose table or json")
+        selection = selection_of(task, service, since, until)
         with open_store(None, store, Console(stderr=True)) as opened:
-            explanation = explain_stored_trace(opened, trace_id.lower(), repair=not no_repair)
+            explanation = explain_stored_trace(
+                opened, trace_id.lower(), repair=not no_repair, selection=selection
+            )
             where = opened.path
     except UsageProblem as exc:
         raise fail(str(exc)) from None
     if explanation is None:
-        raise fail(f"no trace {trace_id} in {where}", EXIT_NOTHING)
+        matching = f" with a task {selection.describe()}" if selection else ""
+        raise fail(f"no trace {trace_id}{matching} in {where}", EXIT_NOTHING)
     if not explanation.is_task:
         root = explanation.trace.value("name", explanation.task)
         Console(stderr=True).print(

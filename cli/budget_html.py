@@ -146,6 +146,28 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _task_type(section: Mapping[str, Any], k: int) -> str:
+    """One task type's verdict, p95 budget bar and monthly cost, as a part of the whole page."""
+    scope, latency = section["scope"], section["latency"]
+    bar = pio.to_html(
+        _budget_bar(latency), full_html=False, include_plotlyjs=False, div_id=f"type-{k}-budget"
+    )
+    cheapest = min(section["options"], key=lambda o: o["monthly_cost"], default=None)
+    cost = (
+        f"<p>Cheapest option: {html.escape(cheapest['name'])}, {money(cheapest['monthly_cost'])} a month "
+        f"({money(cheapest['cost_per_accepted_task'])} per accepted task).</p>"
+        if cheapest
+        else ""
+    )
+    return f"""
+<h2>Task type: {html.escape(", ".join(scope["task_names"]))}</h2>
+<p>{scope["tasks"]:,} tasks ({scope["accepted_rate"]:.0%} accepted); projected to
+{section["projection"]["tasks_per_month"]:,.0f} tasks a month.</p>
+<p class="verdict">{html.escape(latency["verdict"])}</p>
+{bar}
+{cost}"""
+
+
 def budget_html(doc: Mapping[str, Any]) -> str:
     """The whole document as one HTML page that needs no network to open."""
     scope, latency, projection = doc["scope"], doc["latency"], doc["projection"]
@@ -218,6 +240,7 @@ projected to {projection["tasks_per_month"]:,.0f} tasks a month.</p>
 {parts[3]}
 <h2>Break-even</h2>
 {breakeven}
+{"".join(_task_type(section, k) for k, section in enumerate(doc.get("task_types", [])))}
 <h2>Assumptions and sources</h2>
 <ul>{"".join(f"<li>{html.escape(a)}</li>" for a in doc["assumptions"] + doc["sources"])}</ul>
 <h2>Method</h2>

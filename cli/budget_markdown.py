@@ -165,10 +165,21 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
                     ]
                 )
             )
+    for section in doc.get("task_types", []):
+        lines += ["", *_task_type(section)]
     lines += ["", "## Assumptions", ""] + [f"- {a}" for a in doc["assumptions"]]
     lines += ["", "## Sources", ""] + [f"- {s}" for s in doc["sources"]]
     lines += ["", "## Method", "", " ".join(doc["method"]), ""]
     return "\n".join(lines)
+
+
+def _task_type(section: Mapping[str, Any]) -> list[str]:
+    """One task type's budget as a part of the whole: its own document, one heading level down,
+    without the assumptions, sources and method that the whole already states."""
+    own = budget_markdown(section).split("\n## Assumptions", 1)[0].splitlines()
+    name = ", ".join(section["scope"]["task_names"])
+    own[0] = f"## Task type: {name}"
+    return [("#" + line if line.startswith("#") and i > 0 else line) for i, line in enumerate(own)]
 
 
 DECISION_HEADER = ["option", "p50", "p95", "p95 change", "cost per accepted task", "priced as", "break-even"]

@@ -10,15 +10,24 @@ import os
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from agentscope.analysis import report
 from agentscope.analysis.batch import SpanBatch
 from agentscope.analysis.profiles import CandidateProfile
-from agentscope.analysis.tasks import TaskResult, TraceExplanation, analyze, collector_paused, explain
+from agentscope.analysis.tasks import (
+    TaskResult,
+    TraceExplanation,
+    analyze,
+    collector_paused,
+    explain,
+    task_name_of,
+)
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.query import span_batches, trace_spans
+from agentscope.store.selection import Selection
 from agentscope.store.store import Store
 
 PARALLEL_MIN_SPANS = 200_000
@@ -37,29 +46,37 @@ def task_results(
     workers: int | None = None,
     repair: bool = True,
     targets: Sequence[CandidateProfile] = (),
+    selection: Selection | None = None,
 ) -> list[TaskResult]:
-    """Every task in the store (optionally only those named ``task_name``).
+    """Every task in the store, or those named ``task_name`` and kept by ``selection``.
 
-    Batches of whole traces are independent, so with ``workers`` > 1 they are
-    analysed in worker processes, at most one batch ahead of each worker.
+    The selection is pushed into the store query (only traces that may hold a
+    selected task are read), then checked exactly on each task.  Batches of
+    whole traces are independent, so with ``workers`` > 1 they are analysed in
+    worker processes, at most one batch ahead of each worker.
     """
+    if task_name is not None:
+        selection = replace(selection or Selection(), task=task_name)
+    name = selection.task if selection else None
     workers = default_workers(store) if workers is None else workers
     results: list[TaskResult] = []
     if workers <= 1:
-        for batch in span_batches(store):
-            results.extend(analyze(batch, variants, task_name=task_name, repair=repair, targets=targets))
-        return results
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool, collector_paused():
-        pending: deque[Future[list[TaskResult]]] = deque()
-        for batch in span_batches(store):
-            pending.append(
-                pool.submit(analyze, batch, variants, task_name=task_name, repair=repair, targets=targets)
-            )
-            while len(pending) > workers:
+        for batch in span_batches(store, selection):
+            results.extend(analyze(batch, variants, task_name=name, repair=repair, targets=targets))
+    else:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool, collector_paused():
+            pending: deque[Future[list[TaskResult]]] = deque()
+            for batch in span_batches(store, selection):
+                pending.append(
+                    pool.submit(analyze, batch, variants, task_name=name, repair=repair, targets=targets)
+                )
+                while len(pending) > workers:
+                    results.extend(pending.popleft().result())
+            while pending:
                 results.extend(pending.popleft().result())
-        while pending:
-            results.extend(pending.popleft().result())
+    if selection:
+        results = [r for r in results if selection.admits(r.name, r.start_ns)]
     return results
 
 
@@ -72,16 +89,20 @@ def blame_store(
     workers: int | None = None,
     repair: bool = True,
     targets: Sequence[CandidateProfile] = (),
+    selection: Selection | None = None,
 ) -> dict[str, Any] | None:
-    """The ``agentscope.blame/v1`` report of the store, or None when it holds no task."""
-    results = task_results(store, report.variants(scenarios), task_name, workers, repair, targets)
+    """The ``agentscope.blame/v1`` report of the store's selected tasks, or None when there is none."""
+    results = task_results(store, report.variants(scenarios), task_name, workers, repair, targets, selection)
     if not results:
         return None
     return report.blame(results, scenarios, percentile, headline, targets)
 
 
-def explain_stored_trace(store: Store, trace_id: str, *, repair: bool = True) -> TraceExplanation | None:
-    """The first task of one stored trace, explained; None if the trace is not in the store.
+def explain_stored_trace(
+    store: Store, trace_id: str, *, repair: bool = True, selection: Selection | None = None
+) -> TraceExplanation | None:
+    """The first task of one stored trace (the first ``selection`` admits), explained; None if the
+    trace is not in the store (or holds no task the selection admits).
 
     A trace that holds no task has its earliest root explained instead
     (``is_task`` is False), so any trace can be drawn.
@@ -91,6 +112,10 @@ def explain_stored_trace(store: Store, trace_id: str, *, repair: bool = True) ->
         return None
     trace = Trace.build(batch, list(range(len(batch))), repair=repair)
     tasks = sorted(trace.tasks(), key=lambda i: trace.start[i])
+    if selection:
+        tasks = [i for i in tasks if selection.admits(task_name_of(trace, i), trace.start[i])]
+        if not tasks:
+            return None
     if tasks:
         return explain(trace, tasks[0])
     root = min(trace.roots or range(len(trace)), key=lambda i: (trace.start[i], -trace.end[i]))

@@ -127,7 +127,7 @@ def _accepted(trace: Trace, task: int) -> bool:
     return bool(accepted)
 
 
-def _task_name(trace: Trace, task: int) -> str:
+def task_name_of(trace: Trace, task: int) -> str:
     return trace.value("task_name", task) or trace.label[task] or "task"
 
 
@@ -191,7 +191,7 @@ def explain(
     result = TaskResult(
         trace_id=trace.value("trace_id", task),
         span_id=trace.span_id(task),
-        name=_task_name(trace, task),
+        name=task_name_of(trace, task),
         start_ns=trace.start[task],
         duration_ns=trace.end[task] - trace.start[task],
         accepted=_accepted(trace, task),
@@ -263,7 +263,7 @@ def analyze(
         for rows in batch.traces():
             trace = Trace.build(batch, rows, repair=repair)
             for task in trace.tasks():
-                if task_name is not None and _task_name(trace, task) != task_name:
+                if task_name is not None and task_name_of(trace, task) != task_name:
                     continue
                 results.append(explain(trace, task, variants, tables=tables, targets=targets).result)
     return results

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 
 from agentscope import attributes as A
+from agentscope.store.selection import Selection
 from agentscope.store.store import Store
 
 SPANS_PER_BUCKET = 100_000
@@ -70,17 +72,49 @@ FROM (
 """The analyzer's columns for the spans matching ``{where}``."""
 
 
+def selected_traces(selection: Selection | None) -> tuple[str, list[Any]]:
+    """A predicate over ``spans`` that keeps the traces which may hold a selected task, and its parameters.
+
+    A superset, so that the exact task-level check (``Selection.admits``) loses
+    nothing: the name is looked for on task-like spans (kind task or agent, or a
+    root) as the analyzer names tasks; the window keeps traces with a span
+    starting after ``since`` and one before ``until``.
+    """
+    if not selection:
+        return "TRUE", []
+    clauses: list[str] = []
+    params: list[Any] = []
+    if selection.service is not None:
+        clauses.append("trace_id IN (SELECT trace_id FROM spans WHERE service = ?)")
+        params.append(selection.service)
+    if selection.task is not None:
+        task_like = ANALYSIS_SELECT.format(where="(kind IN ('task', 'agent') OR parent_id IS NULL)")
+        named = "coalesce(nullif(task_name, ''), label) = ?"
+        clauses.append(f"trace_id IN (SELECT trace_id FROM ({task_like}) WHERE {named})")
+        params.append(selection.task)
+    if selection.since_ns is not None:
+        clauses.append("trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id HAVING max(start_ns) >= ?)")
+        params.append(selection.since_ns)
+    if selection.until_ns is not None:
+        clauses.append("trace_id IN (SELECT trace_id FROM spans GROUP BY trace_id HAVING min(start_ns) < ?)")
+        params.append(selection.until_ns)
+    return " AND ".join(clauses), params
+
+
 def buckets_for(store: Store) -> int:
     """How many hash buckets keep each batch near ``SPANS_PER_BUCKET`` spans."""
     return max(1, math.ceil(store.span_count() / SPANS_PER_BUCKET))
 
 
-def span_batches(store: Store) -> Iterator[pa.Table]:
-    """Every trace in the store, as Arrow batches of whole traces."""
+def span_batches(store: Store, selection: Selection | None = None) -> Iterator[pa.Table]:
+    """Every trace in the store (or those ``selection`` may keep), as Arrow batches of whole traces."""
     buckets = buckets_for(store)
+    selected, params = selected_traces(selection)
     for bucket in range(buckets):
-        where = APP_SPANS if buckets == 1 else f"{APP_SPANS} AND hash(trace_id) % {buckets} = {bucket}"
-        yield store.con.sql(ANALYSIS_SELECT.format(where=where)).to_arrow_table()
+        where = f"{APP_SPANS} AND {selected}"
+        if buckets > 1:
+            where += f" AND hash(trace_id) % {buckets} = {bucket}"
+        yield store.con.sql(ANALYSIS_SELECT.format(where=where), params=params).to_arrow_table()
 
 
 def llm_token_counts(store: Store) -> list[tuple[int, int]]:
