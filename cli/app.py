@@ -21,6 +21,7 @@ import openai
 import typer
 from agentscope.cli.budget_html import budget_html
 from agentscope.cli.budget_markdown import budget_markdown
+from agentscope.cli.compare_render import compare_markdown, compare_renderable
 from agentscope.cli.exporting import export_table, export_with_progress
 from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
 from agentscope.cli.render import blame_markdown, print_blame, probe_table
@@ -32,6 +33,7 @@ from rich.table import Table
 from agentscope import __version__
 from agentscope.analysis import categories
 from agentscope.analysis.chips import load_presets
+from agentscope.analysis.compare import compare as compare_reports
 from agentscope.analysis.pipeline import blame_store, explain_stored_trace
 from agentscope.analysis.probing import choose_sizes, fit_profile
 from agentscope.analysis.profiles import CandidateProfile, ProfileError
@@ -549,6 +551,66 @@ def show(
         emit(json.dumps(trace_report(explanation), indent=2), None)
     else:
         Console().print(waterfall(explanation))
+
+
+@app.command()
+def compare(
+    baseline: Annotated[
+        str, typer.Argument(help="A store or trace file, or a window SINCE..UNTIL of --store.")
+    ],
+    candidate: Annotated[
+        str, typer.Argument(help="The same, for the candidate (e.g. 7d.. for the last week).")
+    ],
+    store: StoreOption = None,
+    task: TaskOption = None,
+    service: ServiceOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    percentile: Annotated[
+        float, typer.Option("--percentile", min=1, max=100, help="Compare budgets at this percentile.")
+    ] = 95,
+    fmt: Annotated[str, typer.Option("--format", help="table, json or markdown.")] = "table",
+    output: Annotated[
+        Path | None, typer.Option("--output", help="Write the comparison to this file.")
+    ] = None,
+    no_repair: NoRepairOption = False,
+) -> None:
+    """Two selections side by side: before and after a provider trial, say."""
+    console = Console(stderr=True)
+    try:
+        if fmt not in ("table", "json", "markdown"):
+            raise UsageProblem(f"--format {fmt!r}: choose table, json or markdown")
+        reports = []
+        for role, text in (("baseline", baseline), ("candidate", candidate)):
+            path = Path(text)
+            if path.exists():
+                selection, paths = selection_of(task, service, since, until), [path]
+            elif ".." in text:
+                start, _, end = text.partition("..")
+                selection, paths = selection_of(task, service, start or since, end or until), None
+            else:
+                raise UsageProblem(
+                    f"{role} {text!r} is neither a file nor a window SINCE..UNTIL of the store "
+                    "(e.g. 14d..7d, 7d..)"
+                )
+            with open_store(paths, store if paths is None else None, console) as opened:
+                report = blame_store(opened, percentile=percentile, repair=not no_repair, selection=selection)
+            if report is None:
+                filtered = f" {selection.describe()}" if selection else ""
+                raise fail(f"no tasks{filtered} in the {role} {text}", EXIT_NOTHING)
+            reports.append(report)
+    except UsageProblem as exc:
+        raise fail(str(exc)) from None
+    document = compare_reports(*reports, baseline, candidate)
+    if fmt == "json":
+        emit(json.dumps(document, indent=2), output)
+    elif fmt == "markdown":
+        emit(compare_markdown(document), output)
+    elif output is not None:
+        with output.open("w", encoding="utf-8") as handle:
+            Console(file=handle, width=120).print(compare_renderable(document))
+    else:
+        Console().print(compare_renderable(document))
 
 
 @app.command()

@@ -90,12 +90,16 @@ def llm_task_store(path: Path, sizes: list[tuple[int, int]], model: str | None =
     return path
 
 
-def varied_store(path: Path, traces: int, seed: int = 7) -> Path:
+def varied_store(
+    path: Path, traces: int, seed: int = 7, llm_scale: float = 1.0, start_ms: float = 0.0
+) -> Path:
     """A store of agent traces of many shapes, drawn at random (seeded).
 
     Each task runs LLM calls (some streamed, some with server timings, all with
     token counts), fans tools out in parallel, retries a failing HTTP call after
     a backoff, reads a database and waits in a client-side queue; two task names.
+    ``llm_scale`` stretches every LLM call (0.5: a provider twice as fast), the
+    same seed keeping every other draw; ``start_ms`` shifts all traces in time.
     """
     import random
 
@@ -105,13 +109,13 @@ def varied_store(path: Path, traces: int, seed: int = 7) -> Path:
     rnd = random.Random(seed)
     rows = []
     for t in range(traces):
-        rows += _varied_trace(rnd, 1_700_000_000_000.0 + t * 60_000)
+        rows += _varied_trace(rnd, 1_700_000_000_000.0 + start_ms + t * 60_000, llm_scale)
     with Store(path) as store:
         store.insert(rows_to_table(rows))
     return path
 
 
-def _varied_trace(rnd, base: float) -> list[tuple]:
+def _varied_trace(rnd, base: float, llm_scale: float) -> list[tuple]:
     from agentscope import attributes as A
 
     trace_id, task = f"{rnd.getrandbits(128):032x}", f"{rnd.getrandbits(64):016x}"
@@ -140,7 +144,7 @@ def _varied_trace(rnd, base: float) -> list[tuple]:
                 A.SERVER_PREFILL_MS: length * 0.3,
                 A.SERVER_DECODE_MS: length * 0.5,
             }
-        cursor = child("llm", cursor, length, "chat", **llm)
+        cursor = child("llm", cursor, length * llm_scale, "chat", **llm)
         if rnd.random() < 0.3:
             cursor = child(
                 "queue", cursor, rnd.uniform(5, 80), "queue rate_limiter", **{A.QUEUE_NAME: "rate_limiter"}
