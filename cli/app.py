@@ -550,7 +550,8 @@ def show(
     if fmt == "json":
         emit(json.dumps(trace_report(explanation), indent=2), None)
     else:
-        Console().print(waterfall(explanation))
+        console = Console()
+        console.print(waterfall(explanation, console.width))
 
 
 @app.command()

@@ -6,7 +6,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Console, Group
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -35,8 +37,8 @@ def ms_text(ms: float) -> str:
     return f"{ms:.1f} ms"
 
 
-def _bar(share: float, color: str) -> Text:
-    filled = share * BAR_WIDTH
+def _bar(share: float, color: str, width: int = BAR_WIDTH) -> Text:
+    filled = share * width
     whole = int(filled)
     text = Text("█" * whole, style=color)
     if filled - whole >= 0.5:
@@ -44,17 +46,68 @@ def _bar(share: float, color: str) -> Text:
     return text
 
 
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` cells with an ellipsis, never wrapped."""
+    if cell_len(text) <= width:
+        return text
+    out = ""
+    for char in text:
+        if cell_len(out + char) > width - 1:
+            break
+        out += char
+    return out + "…"
+
+
+class Items:
+    """Items joined by ", " that wrap between items, never inside one (an item wider than the
+    column is cut with an ellipsis), so "prefill 376.0 ms" is never split across lines."""
+
+    def __init__(self, items: Sequence[str], style: str = "") -> None:
+        self.items = list(items)
+        self.style = style
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widths = [cell_len(item) for item in self.items] or [0]
+        return Measurement(min(max(widths) + 1, options.max_width), sum(widths) + 2 * (len(widths) - 1))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(options.max_width, 2)
+        lines: list[str] = []
+        line = ""
+        for n, item in enumerate(self.items):
+            last = n == len(self.items) - 1
+            item = fit(item, width - (0 if last else 1))
+            candidate = f"{line}, {item}" if line else item
+            if cell_len(candidate) + (0 if last else 1) <= width:
+                line = candidate
+            else:
+                lines.append(line + ",")
+                line = item
+        if line:
+            lines.append(line)
+        for text in lines:
+            yield Text(text, style=self.style, no_wrap=True, overflow="ellipsis")
+
+
+def _component_items(row: Mapping[str, Any]) -> list[str]:
+    return [f"{name} {ms_text(ms)}" for name, ms in row["components"].items() if ms > 0.0005]
+
+
 def _components(row: Mapping[str, Any]) -> str:
-    parts = [f"{name} {ms_text(ms)}" for name, ms in row["components"].items() if ms > 0.0005]
-    return ", ".join(parts)
+    return ", ".join(_component_items(row))
 
 
 def _speedups(speedups: Mapping[str, Any]) -> str:
     return ", ".join(f"{key}×{'∞' if value == 'inf' else f'{value:g}'}" for key, value in speedups.items())
 
 
-def blame_renderable(report: Mapping[str, Any]) -> Group:
-    """The blame report as a terminal page: headline numbers, budget bars, operations, what-if."""
+def blame_renderable(report: Mapping[str, Any], width: int = 120) -> Group:
+    """The blame report as a terminal page: headline numbers, budget bars, operations, what-if.
+
+    ``width`` is the console's: the bars narrow on small terminals, names are cut
+    with an ellipsis rather than wrapped, and component lists wrap between items.
+    """
+    bar_width = BAR_WIDTH if width >= 100 else max(10, BAR_WIDTH - (100 - width))
     latency = report["latency_ms"]
     tasks = report["tasks"]
     p = report["percentile"]
@@ -66,38 +119,38 @@ def blame_renderable(report: Mapping[str, Any]) -> Group:
         head.append(f"{ms_text(latency[key])}   ", style="bold")
 
     budget = Table(title=f"What a p{p:g} task is made of", title_justify="left", box=None, pad_edge=False)
-    budget.add_column("category")
-    budget.add_column("ms", justify="right")
-    budget.add_column("share", justify="right")
-    budget.add_column("", min_width=BAR_WIDTH)
-    budget.add_column("components", style="dim")
+    budget.add_column("category", no_wrap=True)
+    budget.add_column("ms", justify="right", no_wrap=True)
+    budget.add_column("share", justify="right", no_wrap=True)
+    budget.add_column("", width=bar_width, no_wrap=True)
+    budget.add_column("components")
     for row in report["budget"]:
         color = CATEGORY_COLORS[row["category"]]
         budget.add_row(
             Text(row["category"], style=color),
             ms_text(row["ms"]),
             f"{row['share']:.0%}",
-            _bar(row["share"], color),
-            _components(row),
+            _bar(row["share"], color, bar_width),
+            Items(_component_items(row), style="dim"),
         )
 
     operations = Table(title="Top operations on the critical path", title_justify="left", box=None)
-    operations.add_column("operation")
-    operations.add_column("category")
-    operations.add_column("ms", justify="right")
-    operations.add_column("share", justify="right")
-    operations.add_column("calls/task", justify="right")
+    operations.add_column("operation", no_wrap=True, overflow="ellipsis", max_width=max(16, width - 44))
+    operations.add_column("category", no_wrap=True)
+    operations.add_column("ms", justify="right", no_wrap=True)
+    operations.add_column("share", justify="right", no_wrap=True)
+    operations.add_column("calls/task", justify="right", no_wrap=True)
     for op in report["operations"][:8]:
         operations.add_row(
             op["name"], op["category"], ms_text(op["ms"]), f"{op['share']:.0%}", f"{op['calls_per_task']:.1f}"
         )
 
     whatif = Table(title="What if", title_justify="left", box=None)
-    whatif.add_column("scenario")
-    whatif.add_column("p50", justify="right")
-    whatif.add_column("p95", justify="right")
-    whatif.add_column("p95 change", justify="right")
-    whatif.add_column("p95 range", justify="right", style="dim")
+    whatif.add_column("scenario", no_wrap=True, overflow="ellipsis", max_width=max(16, width - 54))
+    whatif.add_column("p50", justify="right", no_wrap=True)
+    whatif.add_column("p95", justify="right", no_wrap=True)
+    whatif.add_column("p95 change", justify="right", no_wrap=True)
+    whatif.add_column("p95 range", justify="right", style="dim", no_wrap=True)
     for row in report["whatif"]:
         low, high = row["p95_ms_range"]
         whatif.add_row(
@@ -118,7 +171,7 @@ def blame_renderable(report: Mapping[str, Any]) -> Group:
 
 
 def print_blame(report: Mapping[str, Any], console: Console) -> None:
-    console.print(blame_renderable(report))
+    console.print(blame_renderable(report, console.width))
 
 
 def _md_row(cells: list[str]) -> str:

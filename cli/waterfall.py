@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from agentscope.cli.render import CATEGORY_COLORS, ms_text
+from agentscope.cli.render import CATEGORY_COLORS, fit, ms_text
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from agentscope.analysis.tasks import TraceExplanation
 
-WIDTH = 48
+FIXED = 42
+"""Cells the kind, start, duration and on-path columns and the padding take."""
+MAX_DEPTH = 8
+"""Nesting indented deeper than this is drawn at this depth, so names keep their room."""
 
 
-def waterfall(explanation: TraceExplanation) -> Group:
+def waterfall(explanation: TraceExplanation, width: int = 120) -> Group:
+    """The task's spans as rows of a ``width``-cell table: names cut with an ellipsis (never
+    wrapped), the bars taking a third of what the fixed columns leave."""
     trace, task, result = explanation.trace, explanation.task, explanation.result
+    bar_width = max(10, min(80, (width - FIXED) // 3))
+    name_width = max(12, width - FIXED - bar_width)
     origin, total = trace.start[task], max(1, trace.end[task] - trace.start[task])
     repaired = {r.span for r in explanation.repairs()}
     on_path: dict[int, int] = {}
@@ -21,27 +28,28 @@ def waterfall(explanation: TraceExplanation) -> Group:
         on_path[span] = on_path.get(span, 0) + (b - a)
 
     table = Table(box=None, pad_edge=False)
-    table.add_column("span")
-    table.add_column("kind", style="dim")
-    table.add_column("start", justify="right", style="dim")
-    table.add_column("duration", justify="right")
-    table.add_column("on path", justify="right")
-    table.add_column("", min_width=WIDTH)
+    table.add_column("span", no_wrap=True, overflow="ellipsis", max_width=name_width)
+    table.add_column("kind", style="dim", no_wrap=True)
+    table.add_column("start", justify="right", style="dim", no_wrap=True)
+    table.add_column("duration", justify="right", no_wrap=True)
+    table.add_column("on path", justify="right", no_wrap=True)
+    table.add_column("", width=bar_width, no_wrap=True)
     stack = [(task, 0)]
     while stack:
         span, depth = stack.pop()
         start, end = trace.start[span], trace.end[span]
-        lo = int((max(start, origin) - origin) / total * WIDTH)
-        hi = max(lo + 1, int((min(end, origin + total) - origin) / total * WIDTH))
+        lo = min(bar_width - 1, int((max(start, origin) - origin) / total * bar_width))
+        hi = max(lo + 1, int((min(end, origin + total) - origin) / total * bar_width))
         key = explanation.mixes[span][0][0].split(".")[0] if explanation.mixes[span] else "other"
         color = CATEGORY_COLORS.get(key, "white")
         critical = span in on_path
         bar = Text(" " * lo)
         bar.append("█" * (hi - lo) if critical else "░" * (hi - lo), style=color)
-        name = Text("  " * depth + ("● " if critical else "  "), style="bold red" if critical else "")
-        name.append(trace.value("name", span) or "")
-        if span in repaired:
-            name.append(" ↳", style="yellow")
+        indent = "  " * min(depth, MAX_DEPTH) + ("● " if critical else "  ")
+        mark = " ↳" if span in repaired else ""
+        name = Text(indent, style="bold red" if critical else "")
+        name.append(fit(trace.value("name", span) or "", name_width - len(indent) - len(mark)))
+        name.append(mark, style="yellow")
         table.add_row(
             name,
             trace.kind[span],
