@@ -26,6 +26,7 @@ from agentscope.cli.exporting import export_table, export_with_progress
 from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
 from agentscope.cli.render import blame_markdown, print_blame, probe_table
 from agentscope.cli.spark_blame import SparkProblem, blame_parquet
+from agentscope.cli.ui import create_app
 from agentscope.cli.waterfall import waterfall
 from rich.console import Console
 from rich.table import Table
@@ -612,6 +613,34 @@ def compare(
             Console(file=handle, width=120).print(compare_renderable(document))
     else:
         Console().print(compare_renderable(document))
+
+
+@app.command()
+def ui(
+    store: StoreOption = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (loopback by default).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port.")] = 8765,
+) -> None:
+    """A local web UI over the store: overview, tasks, waterfalls with the critical path, budget."""
+    import uvicorn
+
+    target = store if store is not None else Path(default_store_path())
+    console = Console(stderr=True)
+    if not is_loopback(host):
+        console.print(
+            f"[yellow]warning:[/yellow] --host {host} is reachable from other machines and the UI has no "
+            "login: anyone who reaches it can read these traces",
+            highlight=False,
+        )
+    if not target.exists():
+        console.print(f"[yellow]note:[/yellow] {target} does not exist yet; the pages fill in once it does")
+    console.print(f"agentscope UI on http://{host}:{port}/ over {target} (Ctrl-C stops)", highlight=False)
+    try:
+        uvicorn.run(create_app(target), host=host, port=port, log_level="warning")
+    except (OSError, SystemExit) as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc}") from None
 
 
 @app.command()

@@ -72,10 +72,15 @@ def window_percentiles(percentile: float) -> tuple[float, float]:
     return max(percentile - WINDOW, 0.0), min(percentile + WINDOW, 100.0)
 
 
-def _window(ranked: Sequence[TaskResult], percentile: float) -> list[TaskResult]:
+def window_ranks(count: int, percentile: float) -> tuple[int, int]:
+    """The first and last rank (1-based, fastest first) of the tasks in the budget's window."""
     low, high = window_percentiles(percentile)
-    lo = max(1, math.ceil(low / 100 * len(ranked)))
-    hi = max(lo, math.ceil(high / 100 * len(ranked)))
+    lo = max(1, math.ceil(low / 100 * count))
+    return lo, max(lo, math.ceil(high / 100 * count))
+
+
+def _window(ranked: Sequence[TaskResult], percentile: float) -> list[TaskResult]:
+    lo, hi = window_ranks(len(ranked), percentile)
     return list(ranked[lo - 1 : hi])
 
 

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
 import pyarrow as pa
 
 from agentscope import attributes as A
@@ -132,3 +133,44 @@ def llm_token_counts(store: Store) -> list[tuple[int, int]]:
 def trace_spans(store: Store, trace_id: str) -> pa.Table:
     """One trace's spans in the analyzer's columns."""
     return store.con.sql(ANALYSIS_SELECT.format(where="trace_id = ?"), params=[trace_id]).to_arrow_table()
+
+
+def span_details(store: Store, trace_id: str) -> dict[str, dict[str, Any]]:
+    """Span id → status, service and attributes (decoded) of one trace, for a reader who clicks a span."""
+    rows = store.con.execute(
+        "SELECT span_id, status, status_message, service, attributes FROM spans WHERE trace_id = ?",
+        [trace_id],
+    ).fetchall()
+    return {
+        span_id: {
+            "status": status,
+            "status_message": message,
+            "service": service,
+            "attributes": orjson.loads(attributes) if attributes else {},
+        }
+        for span_id, status, message, service, attributes in rows
+    }
+
+
+def store_overview(store: Store) -> dict[str, Any]:
+    """What a reader picks selections from: task names, services, the time span, the counts."""
+    task_like = ANALYSIS_SELECT.format(
+        where=f"{APP_SPANS} AND (kind IN ('task', 'agent') OR parent_id IS NULL)"
+    )
+    names = store.con.sql(
+        f"SELECT DISTINCT coalesce(nullif(task_name, ''), label) AS n FROM ({task_like}) ORDER BY n"
+    ).fetchall()
+    services = store.con.sql(
+        f"SELECT DISTINCT service FROM spans WHERE service IS NOT NULL AND {APP_SPANS} ORDER BY service"
+    ).fetchall()
+    spans, traces, first, last = store.con.sql(
+        f"SELECT count(*), count(DISTINCT trace_id), min(start_ns), max(end_ns) FROM spans WHERE {APP_SPANS}"
+    ).fetchall()[0]
+    return {
+        "task_names": [n for (n,) in names],
+        "services": [s for (s,) in services],
+        "spans": spans,
+        "traces": traces,
+        "first_ns": first,
+        "last_ns": last,
+    }

@@ -1,0 +1,282 @@
+"""``agentscope ui`` in a real headless Chromium (Debian's package): pages, the API, filters, live writes.
+
+Without Chromium or Playwright the browser tests skip, except in CI
+(``AGENTSCOPE_REQUIRE_SERVICES=1``), where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from tracebuild import store_row, varied_store
+from traces_fixtures import ROOT, agent_trace_otlp
+
+from agentscope.store import Store
+from agentscope.store.schema import rows_to_table
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+REPAIRED_TRACE = f"{0xABC:032x}"
+SHOTS = os.environ.get("AGENTSCOPE_UI_SCREENSHOTS")
+"""A folder to save each page's screenshot in (docs/ui.md's pictures are made so)."""
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def cli_json(*args: str) -> dict:
+    result = cli(*args, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """300 varied tasks and one LangGraph-shaped task whose model call the repair moves under its node."""
+    path = varied_store(tmp_path_factory.mktemp("ui") / "ui.duckdb", 300)
+    t = REPAIRED_TRACE
+    base = 1_700_000_000_000 + 400 * 60_000
+    rows = [
+        store_row(
+            t, "a0", None, "task", base, base + 143.5, "LangGraph", **{"agentscope.task.name": "graph"}
+        ),
+        store_row(t, "a1", "a0", "step", base + 3.5, base + 139.7, "call_model"),
+        store_row(t, "a2", "a0", "step", base + 4.0, base + 139.0, "RunnableSequence"),
+        store_row(
+            t, "a3", "a2", "llm", base + 6.6, base + 137.7, "ChatOpenAI", **{"gen_ai.request.model": "gpt-x"}
+        ),
+        store_row(
+            t, "a4", "a0", "tool", base + 140.0, base + 143.0, "lookup", **{"gen_ai.tool.name": "lookup"}
+        ),
+    ]
+    with Store(path) as opened:
+        opened.insert(rows_to_table(rows))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.fixture(scope="module")
+def server(store):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentscope.cli", "ui", "--store", str(store), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if get(base + "/api/overview")[0] == 200:
+                break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail(f"agentscope ui did not start: {process.communicate()[1]}")
+    yield base
+    process.terminate()
+    process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = None
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = "Playwright (pip install -e '.[test]')"
+    if missing is None and not Path(CHROMIUM).exists():
+        missing = "Chromium (apt-get install chromium)"
+    if missing:
+        if os.environ.get("AGENTSCOPE_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"the UI tests need {missing}")
+        pytest.skip(f"the UI tests need {missing}")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+class Page:
+    """A browser page that records console errors, failed requests and every URL it asked for."""
+
+    def __init__(self, browser, base: str) -> None:
+        self.base = base
+        self.page = browser.new_page(viewport={"width": 1360, "height": 900})
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+
+    def open(self, hash_: str) -> None:
+        self.page.goto(f"{self.base}/{hash_}")
+        self.settle(hash_)
+
+    def settle(self, hash_: str | None = None) -> None:
+        expected = hash_ or "#"
+        self.page.wait_for_function(
+            "([h]) => document.body.dataset.loading === '0'"
+            " && (document.body.dataset.rendered || '').startsWith(h)",
+            arg=[expected],
+            timeout=60_000,
+        )
+
+    def shot(self, name: str) -> None:
+        if SHOTS:
+            Path(SHOTS).mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(Path(SHOTS) / f"ui-{name}.png"), full_page=name != "tasks")
+
+    def close(self) -> None:
+        self.page.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    opened = Page(browser, server)
+    yield opened
+    opened.close()
+
+
+def test_the_api_gives_the_cli_documents(server, store):
+    assert get(server + "/api/blame")[1] == cli_json("blame", "--store", str(store))
+    assert get(server + "/api/blame?task=triage&since=2023-11-14T23:00Z")[1] == cli_json(
+        "blame", "--store", str(store), "--task", "triage", "--since", "2023-11-14T23:00Z"
+    )
+    assert get(f"{server}/api/traces/{REPAIRED_TRACE}")[1] == cli_json(
+        "show", REPAIRED_TRACE, "--store", str(store)
+    )
+    assert get(f"{server}/api/traces/{REPAIRED_TRACE}?repair=0")[1] == cli_json(
+        "show", REPAIRED_TRACE, "--store", str(store), "--no-repair"
+    )
+    status, body = get(server + "/api/blame?since=yesterday")
+    assert status == 400 and "--since 'yesterday'" in body["error"]
+    assert get(server + "/api/traces/ffff")[0] == 404
+    tasks = get(server + "/api/tasks?limit=5&offset=0")[1]
+    durations = [t["duration_ms"] for t in tasks["tasks"]]
+    assert tasks["count"] == 301 and durations == sorted(durations, reverse=True)
+
+
+def test_every_page_renders_without_errors_and_from_the_app_alone(page):
+    for hash_, ready in (("#/", "#verdict"), ("#/tasks", "#tasks-table"), ("#/budget", "#budget-table")):
+        page.open(hash_)
+        assert page.page.locator(ready).count() == 1, hash_
+        page.shot(hash_.strip("#/") or "overview")
+    page.open(f"#/trace/{REPAIRED_TRACE}")
+    assert page.page.locator("#waterfall .span-row").count() == 5
+    page.shot("trace")
+    assert page.errors == []
+    assert all(url.startswith(page.base) or url.startswith("data:") for url in page.requests), page.requests
+
+
+def test_the_waterfall_marks_the_critical_path_of_show(page, store):
+    for trace_id in (REPAIRED_TRACE, get(page.base + "/api/tasks?limit=1")[1]["tasks"][0]["trace_id"]):
+        page.open(f"#/trace/{trace_id}")
+        drawn = page.page.eval_on_selector_all(
+            "#waterfall .cp",
+            "nodes => nodes.map(n => [n.dataset.spanId, n.dataset.category, n.dataset.component || null,"
+            " Number(n.dataset.startMs), Number(n.dataset.endMs)])",
+        )
+        shown = cli_json("show", trace_id, "--store", str(store))["critical_path"]
+        expected = [[p["span_id"], p["category"], p["component"], p["start_ms"], p["end_ms"]] for p in shown]
+        assert sorted(drawn) == sorted(expected)
+    assert page.errors == []
+
+
+def test_repairs_are_marked_and_can_be_switched_off(page, store):
+    page.open(f"#/trace/{REPAIRED_TRACE}")
+    assert page.page.locator(".span-row[data-span-id='a2'] .repaired").count() == 1
+    page.page.uncheck("#f-repair")
+    page.page.click("#f-apply")
+    page.settle("#/tasks")  # a new selection goes back to the task list
+    page.open(f"#/trace/{REPAIRED_TRACE}?repair=0")
+    assert page.page.locator(".repaired").count() == 0
+    drawn = page.page.eval_on_selector_all("#waterfall .cp", "nodes => nodes.map(n => n.dataset.spanId)")
+    raw = cli_json("show", REPAIRED_TRACE, "--store", str(store), "--no-repair")["critical_path"]
+    assert sorted(drawn) == sorted(p["span_id"] for p in raw) and "a3" not in drawn
+    page.page.click(".span-row[data-span-id='a3']")
+    assert "gen_ai.request.model" in page.page.inner_text("#attributes")
+    assert page.errors == []
+
+
+def test_filters_change_the_numbers_as_blame_does(page, store):
+    page.open("#/")
+    everything = page.page.eval_on_selector("#kpis", "n => ({...n.dataset})")
+    page.page.select_option("#f-task", "triage")
+    page.page.fill("#f-since", "2023-11-15T00:00Z")
+    page.page.click("#f-apply")
+    page.settle("#/?task=triage")
+    picked = page.page.eval_on_selector("#kpis", "n => ({...n.dataset})")
+    expected = cli_json("blame", "--store", str(store), "--task", "triage", "--since", "2023-11-15T00:00Z")
+    assert int(picked["tasks"]) == expected["tasks"]["count"] < int(everything["tasks"])
+    assert float(picked["p95Ms"]) == expected["latency_ms"]["p95"]
+    assert page.page.inner_text("#verdict") == expected["verdict"]
+    page.page.click("nav a[data-page='tasks']")
+    page.settle("#/tasks?task=triage")
+    assert int(page.page.get_attribute("#tasks-table", "data-count")) == expected["tasks"]["count"]
+    assert page.errors == []
+
+
+def test_the_ui_reads_while_another_process_writes(server, store, tmp_path):
+    """An ingest of 40 new traces runs in another process while the API is asked, again and again."""
+    before = get(server + "/api/blame")[1]["tasks"]["count"]
+    files = []
+    for k in range(40):
+        document = agent_trace_otlp(trace=f"{0xF00 + k:032x}")
+        for span in document["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+            span["startTimeUnixNano"] = str(int(span["startTimeUnixNano"]) + k * 10**9)
+            span["endTimeUnixNano"] = int(span["endTimeUnixNano"]) + k * 10**9
+        files.append(tmp_path / f"t{k}.json")
+        files[-1].write_text(json.dumps(document))
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "agentscope.cli", "ingest", *map(str, files), "--store", str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    statuses = []
+    deadline = time.monotonic() + 120
+    while writer.poll() is None and time.monotonic() < deadline:
+        statuses.append(get(server + "/api/blame")[0])
+    assert writer.wait(timeout=120) == 0, writer.communicate()[1]
+    statuses.append(get(server + "/api/overview")[0])
+    assert set(statuses) == {200}
+    after = get(server + "/api/blame")[1]["tasks"]["count"]
+    assert after == before + 40
+    assert get(f"{server}/api/traces/{0xF00:032x}")[1]["task"]["span_id"] == ROOT
