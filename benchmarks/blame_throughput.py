@@ -1,12 +1,17 @@
 """Blame throughput: a store of agent-shaped traces, analysed end to end with the default scenarios.
 
-    python benchmarks/blame_throughput.py [--traces 50000]
+    python benchmarks/blame_throughput.py [--traces 50000] [--shapes rich minimal]
 
-Each trace is one task with 19 children (20 spans): LLM calls with server timings,
-tools, DB and HTTP calls, a failed attempt and its backoff, two of them running in
-parallel.  The store is generated with DuckDB SQL, then a child process runs the
-same loop as ``agentscope blame`` with timers around the SQL fetch, the per-trace
-analysis and the final aggregation, and reports its peak RSS.
+Each trace is one task of 20 spans.  ``rich`` (the default) is ``shapes.py``'s
+attribute-rich agent trace (LLM calls with model, provider, tokens and finish
+reasons, tools with call ids, DB and HTTP spans with their conventions' keys; a
+failed HTTP attempt, two tools in parallel), written as OTLP JSON and loaded with
+``agentscope ingest``.  ``minimal`` is generated with DuckDB SQL: LLM calls with
+server timings, tools, DB and HTTP calls, a failed attempt and its backoff, few
+and short attributes.  For each, a fresh process runs ``agentscope blame --store
+--format json`` from start to the JSON printed (the whole-process figure), and
+another the same loop with timers around the SQL fetch, the analysis and the
+aggregation; peak RSS is of the process tree.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import proctree
+from shapes import SHAPES, write_file
+
+from agentscope.ingest import ingest
 from agentscope.store import Store
 
 CHILDREN = (
@@ -135,6 +144,17 @@ CHILDREN = (
 )
 
 
+def build_rich_store(path: Path, traces: int) -> int:
+    """``traces`` rich tasks (OTLP JSON lines) loaded with ``agentscope.ingest``; returns the span count."""
+    source = path.with_suffix(".jsonl")
+    write_file(source, "rich", traces * 20)
+    with Store(path) as store:
+        ingest(store, [source])
+        count = store.span_count()
+    source.unlink()
+    return count
+
+
 def build_store(path: Path, traces: int) -> int:
     """Write ``traces`` tasks of 20 spans into a new store; returns the span count."""
     values = ", ".join(
@@ -167,6 +187,9 @@ MEASURE = """
 import json, resource, sys, time
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import task_results
+from shapes import SHAPES, write_file
+
+from agentscope.ingest import ingest
 from agentscope.store import Store
 from agentscope.store.query import span_batches
 
@@ -194,6 +217,9 @@ print(json.dumps({"analysis": analysis, "aggregate": aggregate, "total": total,
 
 SQL_ONLY = """
 import sys, time
+from shapes import SHAPES, write_file
+
+from agentscope.ingest import ingest
 from agentscope.store import Store
 from agentscope.store.query import span_batches
 store = Store(sys.argv[1], read_only=True)
@@ -212,27 +238,41 @@ def run(code: str, *args: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, default=50_000)
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "bench.duckdb"
-        t0 = time.perf_counter()
-        spans = build_store(path, args.traces)
-        print(f"built a store of {spans:,} spans ({args.traces:,} tasks) in {time.perf_counter() - t0:.1f} s")
-        sql = float(run(SQL_ONLY, str(path)))
-        measured = {w: json.loads(run(MEASURE, str(path), str(w))) for w in (1, os.cpu_count() or 1)}
-    print("\nblame with the default scenarios (×1.7, ×3.6, ×∞, each optimistic and pessimistic)")
+    rows = []
+    for shape in args.shapes:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "bench.duckdb"
+            t0 = time.perf_counter()
+            spans = (build_rich_store if shape == "rich" else build_store)(path, args.traces)
+            built = time.perf_counter() - t0
+            print(f"{shape}: a store of {spans:,} spans ({args.traces:,} tasks) in {built:.1f} s", flush=True)
+            cli = [sys.executable, "-m", "agentscope.cli", "blame", "--store", str(path), "--format", "json"]
+            out, whole, tree_mb = proctree.measure(cli)
+            sql = float(run(SQL_ONLY, str(path)))
+            measured = {w: json.loads(run(MEASURE, str(path), str(w))) for w in (1, os.cpu_count() or 1)}
+            rows.append((shape, spans, whole, tree_mb, json.loads(out)["verdict"], sql, measured))
+    print("\n`agentscope blame --store --format json`, process start to JSON printed (default scenarios)")
+    print("| shape | spans | seconds | spans/s | peak RSS, process tree (MB) |")
+    print("|---|---:|---:|---:|---:|")
+    for shape, spans, whole, tree_mb, _, _, _ in rows:
+        print(f"| {shape} | {spans:,} | {whole:.2f} | {spans / whole:,.0f} | {tree_mb:,.0f} |")
+    print("\nthe same loop with timers, by workers")
     print(
-        "| workers | spans | tasks | SQL fetch alone (s) | fetch + analysis (s) | aggregate (s) | total (s) "
+        "| shape | workers | SQL fetch alone (s) | fetch + analysis (s) | aggregate (s) | total (s) "
         "| spans/s | peak RSS parent / worker (MB) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for workers, m in measured.items():
-        print(
-            f"| {workers} | {spans:,} | {m['tasks']:,} | {sql:.2f} | {m['analysis']:.2f} | "
-            f"{m['aggregate']:.2f} | {m['total']:.2f} | {spans / m['total']:,.0f} | "
-            f"{m['rss_mb']:.0f} / {m['children_rss_mb']:.0f} |"
-        )
-    print(f"\np95 {m['p95']:.1f} ms — {m['verdict']}")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for shape, spans, _, _, _, sql, measured in rows:
+        for workers, m in measured.items():
+            print(
+                f"| {shape} | {workers} | {sql:.2f} | {m['analysis']:.2f} | {m['aggregate']:.2f} | "
+                f"{m['total']:.2f} | {spans / m['total']:,.0f} | "
+                f"{m['rss_mb']:.0f} / {m['children_rss_mb']:.0f} |"
+            )
+    for shape, _, _, _, verdict, _, _ in rows:
+        print(f"{shape}: {verdict}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Ingest throughput: agentscope ingest of OTLP JSON lines next to DuckDB's own read_json.
 
-    python benchmarks/ingest_throughput.py [--sizes 100000 1000000] [--spans-per-line N]
+    python benchmarks/ingest_throughput.py [--sizes 200000 1000000] [--shapes rich minimal]
+                                           [--spans-per-line N]
 
-Generates OTLP JSON lines of agent-shaped traces (a task root and 20 children
-with GenAI, tool, DB and HTTP attributes; 50 traces per line, as a Collector
-file exporter batches them; ``--spans-per-line 1`` writes a request per span
-instead, as some exporters do), then in one run, each in a fresh child process:
+Generates OTLP JSON lines of agent traces in each shape of ``shapes.py`` — ``rich``
+(the default: attributes as real SDKs write them, 200 spans a line) and
+``minimal`` (few short attributes, 50 traces a line); ``--spans-per-line 1``
+writes a request per span instead, as some exporters do — then in one run, each
+in a fresh child process:
 
 - agentscope: ``ingest()`` into a new store (parse, classify, normalise, insert), once into a store
   the process holds and once into a shared store as ``agentscope ingest`` does (each batch one
@@ -27,96 +29,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-CHILDREN = [
-    (
-        "chat gpt-oss-120b",
-        3,
-        [
-            ("gen_ai.operation.name", "chat"),
-            ("gen_ai.request.model", "gpt-oss-120b"),
-            ("gen_ai.provider.name", "groq"),
-            ("gen_ai.usage.input_tokens", 900),
-            ("gen_ai.usage.output_tokens", 120),
-        ],
-    ),
-    (
-        "execute_tool search_kb",
-        1,
-        [("gen_ai.operation.name", "execute_tool"), ("gen_ai.tool.name", "search_kb")],
-    ),
-    ("SELECT postgresql", 3, [("db.system.name", "postgresql"), ("db.operation.name", "SELECT")]),
-    (
-        "GET",
-        3,
-        [
-            ("http.request.method", "GET"),
-            ("server.address", "billing.internal"),
-            ("http.response.status_code", 200),
-        ],
-    ),
-]
-
-
-def kv(key: str, value: object) -> dict:
-    if isinstance(value, int):
-        return {"key": key, "value": {"intValue": str(value)}}
-    return {"key": key, "value": {"stringValue": str(value)}}
-
-
-def write_file(path: Path, spans: int, spans_per_line: int | None = None) -> int:
-    base = 1_700_000_000_000_000_000
-    written = 0
-    trace_no = 0
-    with path.open("w") as out:
-        while written < spans:
-            line_spans = []
-            for _ in range(50):
-                trace_no += 1
-                trace = f"{trace_no:032x}"
-                root = f"{trace_no * 32:016x}"
-                start = base + trace_no * 10**9
-                line_spans.append(
-                    {
-                        "traceId": trace,
-                        "spanId": root,
-                        "name": "resolve_ticket",
-                        "kind": 1,
-                        "startTimeUnixNano": str(start),
-                        "endTimeUnixNano": str(start + 21 * 10**7),
-                        "attributes": [kv("agentscope.kind", "task")],
-                        "status": {},
-                    }
-                )
-                for j in range(20):
-                    name, kind, attributes = CHILDREN[j % len(CHILDREN)]
-                    s = start + j * 10**7
-                    line_spans.append(
-                        {
-                            "traceId": trace,
-                            "spanId": f"{trace_no * 32 + j + 1:016x}",
-                            "parentSpanId": root,
-                            "name": name,
-                            "kind": kind,
-                            "startTimeUnixNano": str(s),
-                            "endTimeUnixNano": str(s + 9 * 10**6),
-                            "attributes": [kv(k, v) for k, v in attributes],
-                            "status": {},
-                        }
-                    )
-            step = spans_per_line or len(line_spans)
-            for k in range(0, len(line_spans), step):
-                request = {
-                    "resourceSpans": [
-                        {
-                            "resource": {"attributes": [kv("service.name", "bench")]},
-                            "scopeSpans": [{"scope": {"name": "bench"}, "spans": line_spans[k : k + step]}],
-                        }
-                    ]
-                }
-                out.write(json.dumps(request) + "\n")
-            written += len(line_spans)
-    return written
-
+from shapes import SHAPES, write_file
 
 AGENTSCOPE = """
 import json, resource, sys, time
@@ -140,7 +53,9 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "stored": stored, "ok": s
 DUCKDB = """
 import json, resource, sys, time
 import duckdb
-kv = "STRUCT(key VARCHAR, value STRUCT(stringValue VARCHAR, intValue VARCHAR))[]"
+value = ("STRUCT(stringValue VARCHAR, intValue VARCHAR, doubleValue DOUBLE, boolValue BOOLEAN, "
+         "arrayValue STRUCT(values STRUCT(stringValue VARCHAR)[]))")
+kv = f"STRUCT(key VARCHAR, value {value})[]"
 span = ("STRUCT(traceId VARCHAR, spanId VARCHAR, parentSpanId VARCHAR, name VARCHAR, kind INTEGER, "
         f"startTimeUnixNano VARCHAR, endTimeUnixNano VARCHAR, attributes {kv})")
 resource_spans = f"STRUCT(resource STRUCT(attributes {kv}), scopeSpans STRUCT(spans {span}[])[])[]"
@@ -175,18 +90,19 @@ def run(code: str, *args: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--spans-per-line", type=int, default=None, help="default: 50 traces a line")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200_000, 1_000_000])
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    parser.add_argument("--spans-per-line", type=int, default=None, help="default: the shape's")
     args = parser.parse_args()
     print(
-        "| spans | file (MB) | DuckDB read_json spans/s | agentscope ingest spans/s | ratio | "
+        "| shape | spans | file (MB) | DuckDB read_json spans/s | agentscope ingest spans/s | ratio | "
         "shared store (the CLI) spans/s | ratio | RSS read_json (MB) | RSS ingest (MB) |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for size in args.sizes:
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for shape, size in ((shape, size) for shape in args.shapes for size in args.sizes):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "spans.jsonl"
-            spans = write_file(path, size, args.spans_per_line)
+            spans = write_file(path, shape, size, args.spans_per_line)
             mb = path.stat().st_size / 1e6
             duck = run(DUCKDB, str(path), os.path.join(tmp, "flat.duckdb"))
             ours = run(AGENTSCOPE, str(path), os.path.join(tmp, "store.duckdb"), "held")
@@ -196,7 +112,7 @@ def main() -> None:
             )
             duck_rate, our_rate = spans / duck["seconds"], spans / ours["seconds"]
             shared_rate = spans / shared["seconds"]
-            cells = [f"{spans:,}", f"{mb:,.0f}", f"{duck_rate:,.0f}", f"{our_rate:,.0f}"]
+            cells = [shape, f"{spans:,}", f"{mb:,.0f}", f"{duck_rate:,.0f}", f"{our_rate:,.0f}"]
             cells += [f"{our_rate / duck_rate:.2f}", f"{shared_rate:,.0f}", f"{shared_rate / duck_rate:.2f}"]
             cells += [f"{duck['rss_mb']:.0f}", f"{ours['rss_mb']:.0f}"]
             print("| " + " | ".join(cells) + " |")

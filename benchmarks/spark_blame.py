@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import proctree
 from blame_throughput import build_store
 
 from agentscope.store import Store
@@ -85,57 +83,12 @@ print(json.dumps({"spans": len(spans), "seconds": seconds, "rss_mb": status("VmH
 """
 
 
-def _tree_rss(root: int) -> int:
-    """Resident bytes of ``root`` and all its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        pid, ppid = int(entry), int(fields[1])
-        children.setdefault(ppid, []).append(pid)
-        rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, stack = 0, [root]
-    while stack:
-        pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack.extend(children.get(pid, []))
-    return total
-
-
 def measure(code: str, *args: str) -> tuple[dict, float, float]:
-    """(what the process printed, wall seconds from start to exit, peak tree RSS in MB)."""
-    start = time.perf_counter()
-    process = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    """(what the process printed last, wall seconds from start to exit, peak tree RSS in MB)."""
+    out, seconds, peak = proctree.measure(
+        [sys.executable, "-c", textwrap.dedent(code), *args], {"PYSPARK_PYTHON": sys.executable}
     )
-    peak = 0
-    done = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not done.is_set():
-            peak = max(peak, _tree_rss(process.pid))
-            done.wait(0.1)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    out, _ = process.communicate(timeout=3600)
-    elapsed = time.perf_counter() - start
-    done.set()
-    sampler.join()
-    if process.returncode != 0:
-        raise SystemExit(f"benchmark run failed ({process.returncode})")
-    return json.loads(out.strip().splitlines()[-1]), elapsed, peak / 1e6
+    return json.loads(out.strip().splitlines()[-1]), seconds, peak
 
 
 def main() -> None:

@@ -197,7 +197,12 @@ class Measured:
             assert self.tools_ms(result) == pytest.approx(sum(truth.tools.values()), rel=tools_tolerance), (
                 self.row()
             )
-            assert result.duration_ns / 1e6 <= truth.wall_ms
+            # A task is no longer than the run that made it; LangChain's tracers stamp a run's end in a
+            # callback, which lags a little on a loaded machine, hence the slack.
+            assert result.duration_ns / 1e6 <= truth.wall_ms * 1.02 + 20, (
+                result.duration_ns / 1e6,
+                truth.wall_ms,
+            )
         ours, known = self.whatif_change("sequential")
         assert abs(ours - known) <= 0.05, self.row()
 
