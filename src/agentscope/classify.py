@@ -183,9 +183,10 @@ def kind_sql(value_of: str, keys: str, span_kind: str) -> str:
 def aliases_sql(entries: str, keys: str) -> str:
     """:func:`normalize` as a DuckDB list expression: the alias entries to append to ``entries``.
 
-    ``entries`` is a list of ``{k, v, n}`` structs (key, JSON value, the value as
-    a number or NULL) in the span's attribute order; for each of our keys that
-    is absent, the first of its aliases in that order supplies the value.
+    ``entries`` is a list of ``{k, v}`` structs (key, JSON value) in the span's
+    attribute order; for each of our keys that is absent, the first of its
+    aliases in that order supplies the value (scaled, where the alias is in other
+    units, when the value is a JSON number).
     """
     targets: dict[str, list[tuple[str, float]]] = {}
     for theirs, ours, multiplier in ALIASES:
@@ -194,9 +195,12 @@ def aliases_sql(entries: str, keys: str) -> str:
     for ours, sources in targets.items():
         names = ", ".join(_sql_text(theirs) for theirs, _ in sources)
         value = "x.v"
-        scaled = " ".join(f"WHEN {_sql_text(t)} THEN (x.n * {m})::JSON" for t, m in sources if m != 1)
+        number = (
+            "CASE WHEN json_type(x.v) IN ('UBIGINT', 'BIGINT', 'DOUBLE') THEN TRY_CAST(x.v AS DOUBLE) END"
+        )
+        scaled = " ".join(f"WHEN {_sql_text(t)} THEN ({number} * {m})::JSON" for t, m in sources if m != 1)
         if scaled:
-            value = f"CASE WHEN x.n IS NULL THEN x.v ELSE CASE x.k {scaled} ELSE x.v END END"
+            value = f"CASE WHEN {number} IS NULL THEN x.v ELSE CASE x.k {scaled} ELSE x.v END END"
         first = f"list_filter({entries}, lambda y: y.k IN ({names}))[1:1]"
         parts.append(
             f"CASE WHEN list_contains({keys}, {_sql_text(ours)}) THEN []"

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import zlib
+from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import IO
 
 import duckdb
@@ -29,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentscope import attributes as A
-from agentscope.classify import VALUE_RULES, aliases_sql, kind_sql
+from agentscope.classify import aliases_sql, kind_sql
 from agentscope.ingest.otlp import SPAN_KINDS, STATUS
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
 from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
@@ -113,7 +115,7 @@ def _value_ok_sql(v: str) -> str:
 
 
 def _entries_sql(attributes: str) -> str:
-    """An OTLP attribute list as ``{k, v, s, n, ok}`` structs (key, JSON value, string, number, exact)."""
+    """An OTLP attribute list as ``{k, v, s, ok}`` structs (key, JSON value, string, read exactly)."""
     elements = "coalesce(a.value.arrayValue.values, [])"
     only_array = (
         "a.value.arrayValue IS NOT NULL AND a.value.stringValue IS NULL AND a.value.boolValue IS NULL "
@@ -129,33 +131,47 @@ def _entries_sql(attributes: str) -> str:
         f"THEN list_bool_and(list_transform({elements}, lambda x: {_value_ok_sql('x')})) IS NOT false "
         f"ELSE {_value_ok_sql('a.value')} END"
     )
-    number = (
-        "CASE WHEN a.value.stringValue IS NULL AND a.value.boolValue IS NULL THEN "
-        "coalesce(TRY_CAST(a.value.intValue AS DOUBLE), TRY_CAST(a.value.doubleValue AS DOUBLE)) END"
-    )
     return (
         f"list_transform(coalesce({attributes}, []), lambda a: {{k: a.key ->> '$', v: {value}, "
-        f"s: coalesce(a.value.stringValue, a.value.intValue), n: {number}, ok: {ok}}})"
+        f"s: coalesce(a.value.stringValue, a.value.intValue), ok: {ok}}})"
     )
+
+
+def _value_of_sql(key: str, field: str = "s") -> str:
+    """Field ``field`` of the span's first entry with key ``key`` (a SQL literal); NULL if absent.
+
+    ``list_position`` over the span's keys, not a lambda over its entries: this runs
+    for every span, and most spans lack most keys.
+    """
+    return f"entries[list_position(keys, {key})].{field}"
 
 
 def _column_sql(key: str) -> str:
     """A digits-only attribute (thread id, CPU ns) as a BIGINT column, as :func:`make_row` reads it."""
-    found = f"list_filter(entries, lambda x: x.k = '{key}')[1].s"
-    return f"TRY_CAST(nullif(regexp_extract({found}, '^[0-9]+$'), '') AS BIGINT)"
+    return f"TRY_CAST(nullif(regexp_extract({_value_of_sql(repr(key))}, '^[0-9]+$'), '') AS BIGINT)"
+
+
+def _json_object_sql(*lists: str) -> str:
+    """A JSON object's text from lists of ``{k, v}`` entries (``v`` already JSON), in their order.
+
+    Joined as text rather than built as a MAP and serialised: that would parse
+    every value again.  Keys are unique (the query takes no span with a repeated key).
+    """
+    members = ", ".join(
+        f"list_transform({entries}, lambda x: to_json(x.k) || ':' || x.v)" for entries in lists
+    )
+    return f"'{{' || array_to_string(list_concat({members}), ',') || '}}'"
 
 
 _WHOLE = (
     "list_bool_and(list_transform(r.resourceSpans, lambda rs: rs IS NOT NULL AND "
-    "list_bool_and(list_transform(coalesce(rs.scopeSpans, []), lambda ss: ss IS NOT NULL AND "
-    "list_bool_and(list_transform(coalesce(ss.spans, []), lambda sp: sp IS NOT NULL)) IS NOT false)) "
-    "IS NOT false)) IS NOT false"
+    "list_bool_and(list_transform(coalesce(rs.scopeSpans, []), lambda ss: ss IS NOT NULL)) IS NOT false)) "
+    "IS NOT false"
 )
-"""Every resource, scope and span of the request is an object (else the Python reader names the fault)."""
+"""Every resource and scope of the request is an object (else the Python reader names the fault); a span
+that is not one comes out of the unnest as NULL, which fails the span's own checks."""
 _KEYS_AFTER_ALIASES = "list_concat(keys, list_transform(aliases, lambda a: a.k))"
 """The span's keys with those the aliases add, as the Python classifier sees them."""
-_RULE_KEYS = ", ".join(f"'{key}'" for key, _ in VALUE_RULES)
-"""The keys whose values decide a kind: the only ones the kind expression looks up."""
 _HEX_ID = "regexp_full_match({0}, '[0-9a-f]{{{1}}}') AND NOT regexp_full_match({0}, '0+')"
 
 QUERY = f"""
@@ -194,13 +210,17 @@ WITH parsed AS (
     list_transform(entries, lambda x: x.k) AS keys,
     list_bool_and(list_transform(entries, lambda x: x.ok)) IS NOT false
       AND len(list_distinct(keys)) = len(keys) AS entries_ok,
-    list_filter(entries, lambda x: x.k NOT IN ('{A.CPU_NS}', '{A.THREAD_ID}')
-      AND NOT {A.sensitive_sql("x.k")}) AS kept,
-    CASE WHEN entries_ok THEN map_from_entries(list_transform(
-      list_filter(entries, lambda x: x.k IN ({_RULE_KEYS}) AND x.s IS NOT NULL),
-      lambda x: {{k: x.k, v: x.s}})) END AS strings,
+    CASE WHEN list_has_any(keys, ['{A.CPU_NS}', '{A.THREAD_ID}'])
+           OR {A.sensitive_sql("array_to_string(keys, chr(10))")}
+      THEN list_filter(entries, lambda x: x.k NOT IN ('{A.CPU_NS}', '{A.THREAD_ID}')
+        AND NOT {A.sensitive_sql("x.k")})
+      ELSE entries END AS kept,
     {aliases_sql("kept", "keys")} AS aliases
   FROM fields
+), classified AS (
+  SELECT *,
+    CASE WHEN len(aliases) = 0 THEN keys ELSE {_KEYS_AFTER_ALIASES} END AS all_keys
+  FROM checked
 )
 SELECT line,
   coalesce(
@@ -210,17 +230,15 @@ SELECT line,
   AND name_type = 'VARCHAR' AND start_ns > 0 AND end_ns >= start_ns
   , false) AS ok,
   trace_id, span_id, parent_id, name,
-  {kind_sql("strings[{key}]", _KEYS_AFTER_ALIASES, "span_kind")} AS kind,
+  {kind_sql(_value_of_sql("{key}"), "all_keys", "span_kind")} AS kind,
   span_kind, start_ns, end_ns, status, status_message,
   CASE WHEN service_entry.v IS NOT NULL AND json_type(service_entry.v) = 'VARCHAR' THEN service_entry.s END
     AS service,
   scope,
   {_column_sql(A.THREAD_ID)} AS thread_id,
   {_column_sql(A.CPU_NS)} AS cpu_ns,
-  CASE WHEN entries_ok THEN to_json(map_from_entries(list_concat(
-    list_transform(kept, lambda x: {{k: x.k, v: x.v}}), aliases
-  ))) END AS attributes
-FROM checked
+  CASE WHEN entries_ok THEN {_json_object_sql("kept", "aliases")} END AS attributes
+FROM classified
 """
 
 
@@ -299,7 +317,10 @@ def _routed_before_parsing(first: int, block: list[bytes]) -> set[int]:
     return {
         first + i
         for i, line in enumerate(block)
-        if len(line) > LONG_LINE_BYTES or not line.strip() or (markers and any(m in line for m in markers))
+        if len(line) > LONG_LINE_BYTES
+        or not line
+        or line.isspace()
+        or (markers and any(m in line for m in markers))
     }
 
 
@@ -320,11 +341,18 @@ def _untaken(table: pa.Table, numbers: list[int]) -> set[int]:
 
 
 def _lines_table(numbers: list[int], texts: list[bytes]) -> pa.Table:
-    """Numbered lines as a table of small record batches, so DuckDB reads them in parallel."""
-    table = pa.table({"line": pa.array(numbers, pa.int64()), "text": pa.array(texts, pa.binary())})
-    table = table.set_column(1, "text", table.column("text").cast(pa.string()))
-    size = sum(len(text) for text in texts)
-    per_batch = max(1, len(texts) * BATCH_BYTES // max(1, size))
+    """Numbered lines as a table of small record batches, so DuckDB reads them in parallel.
+
+    The text column is built over one joined buffer with the lines' offsets (one
+    copy, and Arrow's UTF-8 check over the whole buffer), not line by line.
+    Raises ``pa.ArrowInvalid`` if a line is not UTF-8.
+    """
+    offsets = array("q", [0])
+    offsets.extend(accumulate(map(len, texts)))
+    text = pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets), pa.py_buffer(b"".join(texts)))
+    text.validate(full=True)
+    table = pa.table({"line": pa.array(numbers, pa.int64()), "text": text})
+    per_batch = max(1, len(texts) * BATCH_BYTES // max(1, offsets[-1]))
     return pa.Table.from_batches(table.to_batches(max_chunksize=per_batch), schema=table.schema)
 
 
