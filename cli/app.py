@@ -17,16 +17,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
-import openai
 import typer
 from agentscope.cli.budget_html import budget_html
 from agentscope.cli.budget_markdown import budget_markdown
 from agentscope.cli.compare_render import compare_markdown, compare_renderable
-from agentscope.cli.exporting import export_table, export_with_progress
 from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
 from agentscope.cli.render import blame_markdown, print_blame, probe_table
 from agentscope.cli.spark_blame import SparkProblem, blame_parquet
-from agentscope.cli.ui import create_app
 from agentscope.cli.waterfall import waterfall
 from rich.console import Console
 from rich.table import Table
@@ -49,7 +46,6 @@ from agentscope.ingest import IngestSummary
 from agentscope.ingest.receiver import DEFAULT_MAX_BODY, Receiver
 from agentscope.ingest.sources import DUCKDB_MAGIC
 from agentscope.store import Store, StoreError, default_store_path
-from agentscope.store.export import ExportError
 from agentscope.store.query import PROBE_SERVICE, llm_token_counts
 from agentscope.store.selection import Selection, SelectionError
 from agentscope.store.shared import SharedStore
@@ -264,6 +260,10 @@ def export(
     ] = None,
 ) -> None:
     """Write the analyzer's columns as Parquet partitioned by bucket, for blame --engine spark."""
+    from agentscope.cli.exporting import export_table, export_with_progress  # Arrow datasets: slow to import
+
+    from agentscope.store.export import ExportError
+
     if fmt != "parquet":
         raise fail(f"--format {fmt!r}: only parquet is supported")
     console = Console(stderr=True)
@@ -625,6 +625,7 @@ def ui(
 ) -> None:
     """A local web UI over the store: overview, tasks, waterfalls with the critical path, budget."""
     import uvicorn
+    from agentscope.cli.ui import create_app
 
     target = store if store is not None else Path(default_store_path())
     console = Console(stderr=True)
@@ -666,6 +667,7 @@ def probe(
     yes: Annotated[bool, typer.Option("--yes", help="Send without asking.")] = False,
 ) -> None:
     """Measure a candidate endpoint on calls the size of your recorded ones, and fit its profile."""
+    import openai
     from agentscope.integrations.openai import OpenAIInstrumentor
     from agentscope.integrations.openai_probe import Endpoint
     from agentscope.integrations.openai_probe import probe as run_probe
