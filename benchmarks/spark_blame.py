@@ -18,15 +18,13 @@ import json
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import proctree
 from blame_throughput import build_store
 
-from agentscope.store import Store
-from agentscope.store.export import export_parquet
+from agentscope.store.export import MANIFEST, Manifest
 
 DUCKDB_RUN = """
 import json, sys, time
@@ -99,10 +97,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "bench.duckdb"
         spans = build_store(store, args.traces)
-        t0 = time.perf_counter()
-        with Store(store, read_only=True) as opened:
-            manifest = export_parquet(opened, Path(tmp) / "spans", buckets=args.buckets)
-        export_s = time.perf_counter() - t0
+        export = [sys.executable, "-m", "agentscope.cli", "export", "--store", str(store)]
+        _, export_s, export_mb = proctree.measure(
+            [*export, "--out", str(Path(tmp) / "spans"), "--buckets", str(args.buckets)]
+        )
+        manifest = Manifest(**json.loads((Path(tmp) / "spans" / MANIFEST).read_text()))
         duck, duck_s, duck_rss = measure(DUCKDB_RUN, str(store))
         spark, spark_s, spark_rss = measure(SPARK_RUN, str(Path(tmp) / "spans"))
         bucket, _, _ = measure(ONE_BUCKET, str(next((Path(tmp) / "spans").rglob("*.parquet"))))
@@ -110,7 +109,8 @@ def main() -> None:
     cold = spark["cold_s"]
     print(
         f"{spans:,} spans, {args.traces:,} tasks; export to {manifest.files} Parquet files "
-        f"({manifest.bytes / 1e6:.1f} MB, {args.buckets} buckets) in {export_s:.1f} s"
+        f"({manifest.bytes / 1e6:.1f} MB, {args.buckets} buckets) in {export_s:.1f} s, "
+        f"peak RSS {export_mb:.0f} MB (agentscope export, process start to exit)"
     )
     print("\n| path | seconds | spans/s | peak RSS, process tree (MB) |")
     print("|---|---:|---:|---:|")

@@ -29,8 +29,11 @@ MANIFEST_SCHEMA = "agentscope.export/v1"
 SPANS_PER_BUCKET = 250_000
 """The default bucket size: a Spark task of this many spans takes seconds and well under 1 GB."""
 READ_BATCH = 64_000
-ROW_GROUP = (16_384, 131_072)
+ROW_GROUP = (8_192, 65_536)
 """Min and max rows of a Parquet row group: large enough to scan fast, small enough to buffer per bucket."""
+
+DUCKDB_MEMORY = "64MB"
+"""DuckDB's memory while exporting: the query streams, so this bounds the cache of pages read."""
 
 BUCKET_SQL = "CAST(('0x' || left(md5(trace_id), 16)) AS UBIGINT) % {buckets}"
 """``bucket`` in SQL: the first 64 bits of the trace id's MD5, modulo the bucket count."""
@@ -87,6 +90,10 @@ def export_parquet(
     ``progress`` is called with the number of spans written since its last call.
     """
     out = Path(out)
+    # DuckDB would keep the pages it reads cached, so its memory would grow with the store: cap it.
+    store.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
+    store.con.execute("SET enable_progress_bar = false")
+    store.con.execute("SET preserve_insertion_order = false")  # else the stream buffers to keep order
     spans = store.con.execute(f"SELECT count(*) FROM spans WHERE {APP_SPANS}").fetchall()[0][0]
     buckets = default_buckets(spans) if buckets is None else buckets
     if buckets < 1:
