@@ -259,6 +259,7 @@ class SharedStore:
             except StoreBusy:
                 spooled = self._copy_to(copy)
             store = self._open_snapshot(copy, spooled)
+            store.path = self.path  # what readers report is the store, not its snapshot
             try:
                 yield store
             finally:
