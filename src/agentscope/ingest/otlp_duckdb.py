@@ -37,7 +37,7 @@ from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
 from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
 from agentscope.store.store import connect, is_interrupt
 
-BLOCK_BYTES = 16 << 20
+BLOCK_BYTES = 32 << 20
 """Text handed to DuckDB at a time: large enough to keep its threads busy, small enough for memory."""
 BATCH_BYTES = 256 << 10
 """Text per Arrow record batch: DuckDB scans batches in parallel, so a block needs several, but each
@@ -329,8 +329,10 @@ def _untaken(table: pa.Table, numbers: list[int]) -> set[int]:
     block (the Python reader keeps the first and says so), or the line held no span at all."""
     line = table.column("line")
     bad = pc.filter(line, pc.invert(table.column("ok")))
-    repeated = table.group_by(["trace_id", "span_id"]).aggregate([("line", "count")])
-    repeated = repeated.filter(pc.greater(repeated.column("line_count"), 1))
+    repeated = ARROW_SCHEMA.empty_table()
+    if pc.count_distinct(table.column("span_id")).as_py() < table.num_rows:  # rare: look closer
+        repeated = table.group_by(["trace_id", "span_id"]).aggregate([("line", "count")])
+        repeated = repeated.filter(pc.greater(repeated.column("line_count"), 1))
     if repeated.num_rows:
         twice = pc.is_in(table.column("span_id"), value_set=repeated.column("span_id"))
         bad = pa.concat_arrays([bad.combine_chunks(), pc.filter(line, twice).combine_chunks()])
