@@ -37,7 +37,7 @@ from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
 from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
 from agentscope.store.store import connect, is_interrupt
 
-BLOCK_BYTES = 32 << 20
+BLOCK_BYTES = 16 << 20
 """Text handed to DuckDB at a time: large enough to keep its threads busy, small enough for memory."""
 BATCH_BYTES = 256 << 10
 """Text per Arrow record batch: DuckDB scans batches in parallel, so a block needs several, but each
