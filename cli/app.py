@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from agentscope.cli.budget_html import budget_html
 from agentscope.cli.budget_markdown import budget_markdown
 from agentscope.cli.compare_render import compare_markdown, compare_renderable
 from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
@@ -511,6 +510,8 @@ def budget(
     elif fmt == "markdown":
         emit(budget_markdown(document), output)
     else:
+        from agentscope.cli.budget_html import budget_html  # plotly: slow to import, only for HTML
+
         output.write_text(budget_html(document), encoding="utf-8")
         Console(stderr=True).print(f"wrote {output}")
 
