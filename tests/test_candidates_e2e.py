@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import contextvars
 import json
-import os
 import random
-import subprocess
-import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
+import clirun
 import openai
 import pytest
 from agentscope.integrations.openai import OpenAIInstrumentor
@@ -25,6 +24,8 @@ from agentscope.integrations.openai import OpenAIInstrumentor
 import agentscope as ags
 from agentscope.analysis.profiles import load_profile
 from agentscope.sim import Profile, SimServer
+
+cli = partial(clirun.cli, columns=160)
 
 SLOW = Profile(queue_ms=10, prefill_ms=60, prefill_tokens_per_s=3_000, tokens_per_s=150, timings="none")
 FAST = Profile(queue_ms=2, prefill_ms=25, prefill_tokens_per_s=12_000, tokens_per_s=600, timings="none")
@@ -96,16 +97,6 @@ def run_agent(base_url: str, store: Path) -> None:
     finally:
         instrumentor.uninstrument()
         ags.shutdown()
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "160"},
-    )
 
 
 @pytest.fixture

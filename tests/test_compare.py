@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+from clirun import cli
 from tracebuild import varied_store
 
 from agentscope.analysis.compare import compare, summary
@@ -17,16 +15,6 @@ from agentscope.store import Store
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "docs/schemas/compare.v1.schema.json").read_text())
 DAY_MS = 86_400_000
-
-
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "120"},
-    )
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +35,7 @@ def trial(tmp_path_factory):
 
 def test_a_faster_provider_shows_as_less_inference_and_nothing_else(trial):
     before, after, _ = trial
-    result = run("compare", str(before), str(after), "--format", "json")
+    result = cli("compare", str(before), str(after), "--format", "json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     jsonschema.validate(doc, SCHEMA)
@@ -64,8 +52,8 @@ def test_a_faster_provider_shows_as_less_inference_and_nothing_else(trial):
 
 def test_two_windows_of_one_store_compare_like_two_stores(trial):
     before, after, both = trial
-    stores = json.loads(run("compare", str(before), str(after), "--format", "json").stdout)
-    windows = run(
+    stores = json.loads(cli("compare", str(before), str(after), "--format", "json").stdout)
+    windows = cli(
         "compare", "--store", str(both), "..2023-11-15T12:00Z", "2023-11-15T12:00Z..", "--format", "json"
     )
     assert windows.returncode == 0, windows.stderr
@@ -76,21 +64,21 @@ def test_two_windows_of_one_store_compare_like_two_stores(trial):
 
 def test_table_and_markdown_carry_the_summary(trial):
     before, after, _ = trial
-    doc = json.loads(run("compare", str(before), str(after), "--format", "json").stdout)
-    table = run("compare", str(before), str(after))
-    markdown = run("compare", str(before), str(after), "--format", "markdown")
+    doc = json.loads(cli("compare", str(before), str(after), "--format", "json").stdout)
+    table = cli("compare", str(before), str(after))
+    markdown = cli("compare", str(before), str(after), "--format", "markdown")
     assert table.returncode == markdown.returncode == 0
     assert doc["summary"] in " ".join(table.stdout.split())
     assert f"**{doc['summary']}**" in markdown.stdout and "| inference |" in markdown.stdout
 
 
 def test_a_side_that_is_neither_file_nor_window_is_a_usage_error(trial):
-    result = run("compare", str(trial[0]), "no-such-store.duckdb")
+    result = cli("compare", str(trial[0]), "no-such-store.duckdb")
     assert result.returncode == 2
     assert "candidate 'no-such-store.duckdb' is neither a file nor a window" in " ".join(
         result.stderr.split()
     )
-    empty = run("compare", "--store", str(trial[2]), "..2000-01-01", "7d..")
+    empty = cli("compare", "--store", str(trial[2]), "..2000-01-01", "7d..")
     assert empty.returncode == 1 and "no tasks until 2000-01-01T00:00:00Z in the baseline" in empty.stderr
 
 

@@ -3,31 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 
+import clirun
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "COLUMNS": "160"},
-    )
+cli = partial(clirun.cli, columns=160, timeout=600)
 
 
 def test_demo_verdicts_differ_in_the_expected_direction(tmp_path):
     store = tmp_path / "demo.duckdb"
-    demo = run("demo", "--tasks", "8", "--store", str(store))
+    demo = cli("demo", "--tasks", "8", "--store", str(store))
     assert demo.returncode == 0, demo.stderr
     assert demo.stdout.count("faster inference chip would cut p95") == 3
     flat = " ".join(demo.stdout.split())
     assert "agentscope budget --store" in flat and "agentscope show" in flat
     reports = {}
     for task in ("resolve_ticket", "fix_bug", "research_question"):
-        result = run("blame", "--store", str(store), "--task", task, "--format", "json")
+        result = cli("blame", "--store", str(store), "--task", task, "--format", "json")
         assert result.returncode == 0, result.stderr
         reports[task] = json.loads(result.stdout)
     change = {

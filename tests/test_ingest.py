@@ -9,7 +9,9 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 
+import clirun
 from traces_fixtures import (
     T1,
     agent_trace_otlp,
@@ -25,6 +27,8 @@ from agentscope.ingest import ingest
 from agentscope.ingest.batching import BATCH_ROWS
 from agentscope.store import Store
 
+cli = partial(clirun.cli, columns=200)
+
 
 def kinds(store: Store) -> dict[str, str]:
     return dict(store.con.execute("SELECT name, kind FROM spans").fetchall())
@@ -33,16 +37,6 @@ def kinds(store: Store) -> dict[str, str]:
 def attrs(store: Store, name: str) -> dict:
     (text,) = store.con.execute("SELECT attributes FROM spans WHERE name = ?", [name]).fetchall()[0]
     return json.loads(text)
-
-
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "200", **(env or {})},
-    )
 
 
 def test_otlp_json_lines_from_an_openllmetry_style_producer(tmp_path):

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import jsonschema
 import pytest
+from clirun import cli, cli_json
 from tracebuild import varied_store
 
 from agentscope.store import Store
@@ -57,18 +55,6 @@ def _subset(store, tmp_path, keep_sql: str, params: list) -> str:
     return str(copy)
 
 
-def blame_json(*args: str) -> dict:
-    result = subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", "blame", *args, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": "120"},
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
 def iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, timezone.utc).isoformat()
 
@@ -91,8 +77,8 @@ def iso(ns: int) -> str:
     ],
 )
 def test_a_selection_blames_exactly_the_tasks_it_picks(store, tmp_path, options, keep_sql, params):
-    selected = blame_json("--store", str(store), *options)
-    alone = blame_json("--store", _subset(store, tmp_path, keep_sql, params))
+    selected = cli_json("blame", "--store", str(store), *options)
+    alone = cli_json("blame", "--store", _subset(store, tmp_path, keep_sql, params))
     assert selected == alone
     assert selected["tasks"]["count"] < 400
 
@@ -113,12 +99,7 @@ def test_the_selection_is_pushed_into_the_query(store):
 
 
 def test_a_selection_that_picks_nothing_says_so(store):
-    result = subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", "blame", "--store", str(store), "--service", "nope"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = cli("blame", "--store", str(store), "--service", "nope")
     assert result.returncode == 1
     flat = " ".join(result.stderr.split())
     assert f"no tasks of service 'nope' in {store}:" in flat  # the store, not the snapshot read
@@ -132,23 +113,7 @@ def test_show_picks_the_task_the_selection_admits(store):
     other = "triage" if name == "resolve_ticket" else "resolve_ticket"
 
     def show(*options):
-        return subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "agentscope.cli",
-                "show",
-                trace_id,
-                "--store",
-                str(store),
-                "--format",
-                "json",
-                *options,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        return cli("show", trace_id, "--store", str(store), "--format", "json", *options)
 
     assert json.loads(show("--task", name).stdout)["task"]["name"] == name
     missing = show("--task", other)
@@ -158,24 +123,7 @@ def test_show_picks_the_task_the_selection_admits(store):
 
 def test_budget_has_a_section_per_task_type_unless_one_is_picked(store):
     def budget(*options):
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "agentscope.cli",
-                "budget",
-                "--store",
-                str(store),
-                "--format",
-                "json",
-                *options,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert result.returncode == 0, result.stderr
-        return json.loads(result.stdout)
+        return cli_json("budget", "--store", str(store), *options)
 
     total = budget("--tasks-per-month", "1000")
     sections = total["task_types"]
@@ -192,23 +140,7 @@ def test_budget_has_a_section_per_task_type_unless_one_is_picked(store):
 def test_budget_documents_show_each_task_type(store, tmp_path):
     for fmt, heading in (("markdown", "## Task type: triage"), ("html", "<h2>Task type: triage</h2>")):
         out = tmp_path / f"budget.{fmt}"
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "agentscope.cli",
-                "budget",
-                "--store",
-                str(store),
-                "--format",
-                fmt,
-                "--output",
-                str(out),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        result = cli("budget", "--store", str(store), "--format", fmt, "--output", str(out))
         assert result.returncode == 0, result.stderr
         text = out.read_text()
         assert heading in text and heading.replace("triage", "resolve_ticket") in text

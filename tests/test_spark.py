@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from clirun import cli
 from tracebuild import varied_store
 
 from agentscope.analysis import report
@@ -206,28 +207,16 @@ def test_export_is_bucketed_by_a_stable_hash_with_a_manifest(varied, tmp_path):
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["bucket=0", "bucket=1"]
 
 
-def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **(env or {})},
-    )
-
-
 def test_cli_export_then_blame_on_spark_prints_the_duckdb_report(varied, tmp_path):
     _require_spark()
     out = tmp_path / "spans"
-    exported = run_cli("export", "--store", str(varied), "--out", str(out), "--buckets", "3")
+    exported = cli("export", "--store", str(varied), "--out", str(out), "--buckets", "3")
     assert exported.returncode == 0, exported.stderr
     assert "400" in exported.stdout and (out / MANIFEST).exists()
-    on_spark = run_cli(
-        "blame", "--engine", "spark", str(out), "--spark-master", "local[2]", "--format", "json"
-    )
+    on_spark = cli("blame", "--engine", "spark", str(out), "--spark-master", "local[2]", "--format", "json")
     assert on_spark.returncode == 0, on_spark.stderr
     assert on_spark.stderr == ""  # the JVM's log stays out of the terminal
-    on_duckdb = run_cli("blame", "--store", str(varied), "--format", "json")
+    on_duckdb = cli("blame", "--store", str(varied), "--format", "json")
     assert json.loads(on_spark.stdout) == json.loads(on_duckdb.stdout)
 
 
@@ -237,11 +226,9 @@ def test_spark_connect_is_used_when_spark_remote_is_set(varied, tmp_path):
     out = tmp_path / "spans"
     with Store(varied, read_only=True) as opened:
         export_parquet(opened, out, buckets=2)
-    remote = run_cli(
-        "blame", "--engine", "spark", str(out), "--format", "json", env={"SPARK_REMOTE": "local[2]"}
-    )
+    remote = cli("blame", "--engine", "spark", str(out), "--format", "json", env={"SPARK_REMOTE": "local[2]"})
     assert remote.returncode == 0, remote.stderr[-2000:]
-    on_duckdb = run_cli("blame", "--store", str(varied), "--format", "json")
+    on_duckdb = cli("blame", "--store", str(varied), "--format", "json")
     assert json.loads(remote.stdout) == json.loads(on_duckdb.stdout)
 
 
@@ -290,14 +277,14 @@ def test_spark_submit_runs_the_cli_module_as_its_entry_point(varied, tmp_path):
     ],
 )
 def test_spark_and_export_usage_errors_are_one_line(args, message, tmp_path):
-    result = run_cli(*args, env={"AGENTSCOPE_STORE": str(tmp_path / "none.duckdb")})
+    result = cli(*args, env={"AGENTSCOPE_STORE": str(tmp_path / "none.duckdb")})
     assert result.returncode == 2
     assert message in " ".join(result.stderr.split()) and "Traceback" not in result.stderr
 
 
 def test_a_file_that_is_not_parquet_is_named_in_the_message(varied):
     _require_spark()
-    result = run_cli("blame", "--engine", "spark", str(varied), "--spark-master", "local[1]")
+    result = cli("blame", "--engine", "spark", str(varied), "--spark-master", "local[1]")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     flat = " ".join(result.stderr.split())
     assert f"Spark could not analyse {varied}" in flat and "Parquet" in flat
@@ -305,7 +292,7 @@ def test_a_file_that_is_not_parquet_is_named_in_the_message(varied):
 
 def test_export_refuses_a_folder_that_holds_something_else(varied, tmp_path):
     (tmp_path / "precious.txt").write_text("keep me")
-    result = run_cli("export", "--store", str(varied), "--out", str(tmp_path))
+    result = cli("export", "--store", str(varied), "--out", str(tmp_path))
     assert result.returncode == 2 and "holds no agentscope export" in result.stderr
     assert (tmp_path / "precious.txt").read_text() == "keep me"
 

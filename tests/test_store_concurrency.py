@@ -12,8 +12,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 from pathlib import Path
 
+import clirun
 import pytest
 import store_workers
 
@@ -24,17 +26,9 @@ from agentscope.store.schema import rows_to_table
 from agentscope.store.shared import SharedStore
 from agentscope.store.writer import StoreSpanProcessor
 
+cli = partial(clirun.cli, columns=160, timeout=120)
+
 SPAWN = multiprocessing.get_context("spawn")
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "160"},
-    )
 
 
 def stored(path: Path) -> int:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from agentscope.cli.render import ms_text
+from clirun import cli
 from tracebuild import store_row
 
 from agentscope.store import Store
@@ -87,13 +85,7 @@ def store(tmp_path_factory):
 
 
 def run(width: int, *args: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "COLUMNS": str(width), "TERM": "dumb"},
-    )
+    result = cli(*args, env={"TERM": "dumb"}, columns=width)
     assert result.returncode == 0, result.stderr
     return result.stdout
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,9 +16,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from clirun import cli_json
 from tracebuild import store_row, varied_store
 from traces_fixtures import ROOT, agent_trace_otlp
 
+from agentscope.sim.server import free_port
 from agentscope.store import Store
 from agentscope.store.schema import rows_to_table
 
@@ -37,18 +38,6 @@ CHROMIUM_FLAGS = [
 REPAIRED_TRACE = f"{0xABC:032x}"
 SHOTS = os.environ.get("AGENTSCOPE_UI_SCREENSHOTS")
 """A folder to save each page's screenshot in (docs/ui.md's pictures are made so)."""
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "agentscope.cli", *args], capture_output=True, text=True, timeout=300
-    )
-
-
-def cli_json(*args: str) -> dict:
-    result = cli(*args, "--format", "json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +62,6 @@ def store(tmp_path_factory) -> Path:
     with Store(path) as opened:
         opened.insert(rows_to_table(rows))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get(url: str) -> tuple[int, dict]:
