@@ -12,14 +12,14 @@ import json
 import math
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from agentscope.cli.budget_markdown import budget_markdown
-from agentscope.cli.compare_render import compare_markdown, compare_renderable
+from agentscope.cli.compare_render import compare_markdown, print_compare
 from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
 from agentscope.cli.render import blame_markdown, print_blame, probe_table
 from agentscope.cli.spark_blame import SparkProblem, blame_parquet
@@ -189,6 +189,25 @@ def emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
         output.write_text(text, encoding="utf-8")
+
+
+def emit_report(
+    document: Mapping[str, Any],
+    fmt: str,
+    output: Path | None,
+    markdown: Callable[[Mapping[str, Any]], str],
+    page: Callable[[Mapping[str, Any], Console], None],
+) -> None:
+    """A report as JSON, markdown or its terminal page (a file gets the page at 120 columns)."""
+    if fmt == "json":
+        emit(json.dumps(document, indent=2), output)
+    elif fmt == "markdown":
+        emit(markdown(document), output)
+    elif output is not None:
+        with output.open("w", encoding="utf-8") as handle:
+            page(document, Console(file=handle, width=120))
+    else:
+        page(document, Console())
 
 
 NoRepairOption = Annotated[
@@ -422,21 +441,12 @@ def blame(
     except (UsageProblem, SparkProblem) as exc:
         raise fail(str(exc)) from None
     if report is None:
-        filtered = f" {selection.describe()}" if selection else ""
         raise fail(
-            f"no tasks{filtered} in {where}: a task is a span of kind task, an agent invocation, "
+            f"no tasks{selection.describe()} in {where}: a task is a span of kind task, an agent invocation, "
             "or a trace root, with at least one llm or tool span under it",
             EXIT_NOTHING,
         )
-    if fmt == "json":
-        emit(json.dumps(report, indent=2), output)
-    elif fmt == "markdown":
-        emit(blame_markdown(report), output)
-    elif output is not None:
-        with output.open("w", encoding="utf-8") as handle:
-            print_blame(report, Console(file=handle, width=120))
-    else:
-        print_blame(report, Console())
+    emit_report(report, fmt, output, blame_markdown, print_blame)
 
 
 @app.command()
@@ -503,8 +513,7 @@ def budget(
     except UsageProblem as exc:
         raise fail(str(exc)) from None
     if document is None:
-        filtered = f" {selection.describe()}" if selection else ""
-        raise fail(f"no tasks{filtered} in {where or 'the given files'} to budget", EXIT_NOTHING)
+        raise fail(f"no tasks{selection.describe()} in {where or 'the given files'} to budget", EXIT_NOTHING)
     if fmt == "json":
         emit(json.dumps(document, indent=2), output)
     elif fmt == "markdown":
@@ -540,7 +549,7 @@ def show(
     except UsageProblem as exc:
         raise fail(str(exc)) from None
     if explanation is None:
-        matching = f" with a task {selection.describe()}" if selection else ""
+        matching = f" with a task{selection.describe()}" if selection else ""
         raise fail(f"no trace {trace_id}{matching} in {where}", EXIT_NOTHING)
     if not explanation.is_task:
         root = explanation.trace.value("name", explanation.task)
@@ -583,37 +592,42 @@ def compare(
     try:
         if fmt not in ("table", "json", "markdown"):
             raise UsageProblem(f"--format {fmt!r}: choose table, json or markdown")
+        named = (("baseline", baseline), ("candidate", candidate))
+        sides = [_compare_side(role, text, task, service, since, until) for role, text in named]
         reports = []
-        for role, text in (("baseline", baseline), ("candidate", candidate)):
-            path = Path(text)
-            if path.exists():
-                selection, paths = selection_of(task, service, since, until), [path]
-            elif ".." in text:
-                start, _, end = text.partition("..")
-                selection, paths = selection_of(task, service, start or since, end or until), None
-            else:
-                raise UsageProblem(
-                    f"{role} {text!r} is neither a file nor a window SINCE..UNTIL of the store "
-                    "(e.g. 14d..7d, 7d..)"
+        with ExitStack() as stack:
+            opened: dict[Path | None, Store] = {}  # two windows of one store read one snapshot
+            for (role, text), (source, selection) in zip(named, sides):
+                if source not in opened:
+                    paths = None if source is None else [source]
+                    opened[source] = stack.enter_context(
+                        open_store(paths, store if paths is None else None, console)
+                    )
+                report = blame_store(
+                    opened[source], percentile=percentile, repair=not no_repair, selection=selection
                 )
-            with open_store(paths, store if paths is None else None, console) as opened:
-                report = blame_store(opened, percentile=percentile, repair=not no_repair, selection=selection)
-            if report is None:
-                filtered = f" {selection.describe()}" if selection else ""
-                raise fail(f"no tasks{filtered} in the {role} {text}", EXIT_NOTHING)
-            reports.append(report)
+                if report is None:
+                    raise fail(f"no tasks{selection.describe()} in the {role} {text}", EXIT_NOTHING)
+                reports.append(report)
     except UsageProblem as exc:
         raise fail(str(exc)) from None
     document = compare_reports(*reports, baseline, candidate)
-    if fmt == "json":
-        emit(json.dumps(document, indent=2), output)
-    elif fmt == "markdown":
-        emit(compare_markdown(document), output)
-    elif output is not None:
-        with output.open("w", encoding="utf-8") as handle:
-            Console(file=handle, width=120).print(compare_renderable(document))
-    else:
-        Console().print(compare_renderable(document))
+    emit_report(document, fmt, output, compare_markdown, print_compare)
+
+
+def _compare_side(
+    role: str, text: str, task: str | None, service: str | None, since: str | None, until: str | None
+) -> tuple[Path | None, Selection]:
+    """The file one side of ``compare`` reads (None: ``--store``) and its selection."""
+    path = Path(text)
+    if path.exists():
+        return path, selection_of(task, service, since, until)
+    if ".." in text:
+        start, _, end = text.partition("..")
+        return None, selection_of(task, service, start or since, end or until)
+    raise UsageProblem(
+        f"{role} {text!r} is neither a file nor a window SINCE..UNTIL of the store (e.g. 14d..7d, 7d..)"
+    )
 
 
 @app.command()

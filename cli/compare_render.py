@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentscope.cli.render import CATEGORY_COLORS, ms_text
-from rich.console import Group
+from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -72,6 +72,10 @@ def compare_renderable(doc: Mapping[str, Any]) -> Group:
         )
     verdict = Panel(Text(doc["summary"], style="bold"), title="summary", title_align="left")
     return Group(head, Text(), latency, Text(), budget, Text(), operations, verdict)
+
+
+def print_compare(doc: Mapping[str, Any], console: Console) -> None:
+    console.print(compare_renderable(doc))
 
 
 def compare_markdown(doc: Mapping[str, Any]) -> str:

@@ -69,6 +69,7 @@ class StoreView:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.shared = SharedStore(path)
+        self.catalog = load_catalog(None)
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -102,11 +103,10 @@ class StoreView:
         )
 
     def budget(self, selection: Selection, repair: bool, tasks_per_month: float) -> dict[str, Any] | None:
-        catalog = load_catalog(None)
         return self._remember(
             ("budget", selection, repair, tasks_per_month),
             lambda: self._read(
-                lambda s: budget_store(s, catalog, tasks_per_month, repair=repair, selection=selection)
+                lambda s: budget_store(s, self.catalog, tasks_per_month, repair=repair, selection=selection)
             ),
         )
 
@@ -114,17 +114,14 @@ class StoreView:
         def work(store: Any) -> tuple[TraceExplanation, dict]:
             explanation = explain_stored_trace(store, trace_id, repair=repair, selection=selection)
             if explanation is None:
-                raise Problem(f"no trace {trace_id} in {self.path}" + _matching(selection), 404)
+                matching = f" with a task{selection.describe()}" if selection else ""
+                raise Problem(f"no trace {trace_id}{matching} in {self.path}", 404)
             return explanation, span_details(store, trace_id)
 
         return self._remember(("trace", trace_id, selection, repair), lambda: self._read(work))
 
     def overview(self) -> dict[str, Any]:
         return self._remember(("overview",), lambda: self._read(store_overview))
-
-
-def _matching(selection: Selection) -> str:
-    return f" with a task {selection.describe()}" if selection else ""
 
 
 def _selection(request: Request) -> tuple[Selection, bool]:
@@ -155,7 +152,7 @@ def task_rows(results: list[TaskResult], limit: int, offset: int) -> dict[str, A
     """The tasks slowest first, each with its rank and whether it is in the p95 budget's window."""
     ranked = sorted(results, key=lambda r: (-r.duration_ns, r.trace_id or "", r.span_id))
     n = len(ranked)
-    durations = sorted(r.duration_ns for r in ranked)
+    durations = [r.duration_ns for r in reversed(ranked)]
     low, high = report.window_ranks(n, 95)
     rows = []
     for i, r in enumerate(ranked[offset : offset + limit], start=offset):
@@ -240,7 +237,7 @@ def create_app(store: Path) -> Starlette:
         selection, repair = _selection(request)
         results = view.results(selection, repair)
         if not results:
-            raise Problem(f"no tasks {selection.describe()} in {store}", 404)
+            raise Problem(f"no tasks{selection.describe()} in {store}", 404)
         return report.blame(results, report.DEFAULT_SCENARIOS, _number(request, "percentile", 95, 1, 100))
 
     def tasks(request: Request) -> dict[str, Any]:
@@ -263,7 +260,7 @@ def create_app(store: Path) -> Starlette:
         selection, repair = _selection(request)
         document = view.budget(selection, repair, _number(request, "tasks_per_month", 10_000, 0, 1e12))
         if document is None:
-            raise Problem(f"no tasks {selection.describe()} in {store}", 404)
+            raise Problem(f"no tasks{selection.describe()} in {store}", 404)
         return document
 
     def overview(request: Request) -> dict[str, Any]:

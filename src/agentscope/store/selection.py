@@ -80,7 +80,8 @@ class Selection:
         return self.until_ns is None or start_ns < self.until_ns
 
     def describe(self) -> str:
-        """The selection in words, after "tasks": ``named 'resolve_ticket', of service 'api', since …``."""
+        """The selection in words to follow "tasks", with its leading space (`` named 'resolve_ticket',
+        of service 'api', since …``); empty when it selects every task."""
         parts = []
         if self.task is not None:
             parts.append(f"named {self.task!r}")
@@ -90,4 +91,4 @@ class Selection:
             if ns is not None:
                 moment = datetime.fromtimestamp(ns / 1e9, timezone.utc)
                 parts.append(f"{word} {moment.isoformat(timespec='seconds').replace('+00:00', 'Z')}")
-        return ", ".join(parts) or "all tasks"
+        return " " + ", ".join(parts) if parts else ""
