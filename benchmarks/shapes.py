@@ -52,6 +52,11 @@ def kv(key: str, value: Any) -> dict[str, Any]:
     return {"key": key, "value": {"stringValue": str(value)}}
 
 
+def with_value(attributes: list[tuple[str, Any]], key: str, value: Any) -> list[tuple[str, Any]]:
+    """``attributes`` with ``key`` given ``value``, in the same order."""
+    return [(k, value if k == key else v) for k, v in attributes]
+
+
 def _span(
     trace: str,
     span_id: str,
@@ -78,7 +83,7 @@ def _span(
     return span
 
 
-def _rich_children(n: int, trace_no: int) -> list[tuple[str, int, int, int, list[tuple[str, Any]], int]]:
+def _rich_children(trace_no: int) -> list[tuple[str, int, int, int, list[tuple[str, Any]], int]]:
     """(name, OTLP kind, start ms, length ms, attributes, status) of the 19 children of one task."""
     call = f"call_{trace_no:08x}"
     llm = [
@@ -86,7 +91,7 @@ def _rich_children(n: int, trace_no: int) -> list[tuple[str, int, int, int, list
         ("gen_ai.provider.name", "groq"),
         ("gen_ai.request.model", "openai/gpt-oss-120b"),
         ("gen_ai.response.model", "openai/gpt-oss-120b"),
-        ("gen_ai.response.id", f"chatcmpl-{trace_no:012x}{n:04x}"),
+        ("gen_ai.response.id", f"chatcmpl-{trace_no:012x}0000"),
         ("gen_ai.usage.input_tokens", 1800 + trace_no % 700),
         ("gen_ai.usage.output_tokens", 120 + trace_no % 90),
         ("gen_ai.response.finish_reasons", ["tool_calls"]),
@@ -130,7 +135,7 @@ def _rich_children(n: int, trace_no: int) -> list[tuple[str, int, int, int, list
             1,
             432,
             150,
-            [*tool[:2], ("gen_ai.tool.call.id", call + "b"), *tool[3:]],
+            with_value(tool, "gen_ai.tool.call.id", call + "b"),
             0,
         ),
         ("GET", 3, 585, 40, failed, 2),
@@ -141,20 +146,20 @@ def _rich_children(n: int, trace_no: int) -> list[tuple[str, int, int, int, list
             1,
             1135,
             60,
-            [*tool[:1], ("gen_ai.tool.name", "lookup_order"), *tool[2:4]],
+            with_value(tool[:4], "gen_ai.tool.name", "lookup_order"),
             0,
         ),
-        ("SELECT support.orders", 3, 1200, 9, [*db[:2], ("db.collection.name", "orders"), *db[3:]], 0),
+        ("SELECT support.orders", 3, 1200, 9, with_value(db, "db.collection.name", "orders"), 0),
         ("chat openai/gpt-oss-120b", 3, 1212, 350, llm, 0),
         ("GET", 3, 1565, 35, ok, 0),
-        ("INSERT support.replies", 3, 1602, 7, [*db[:1], ("db.operation.name", "INSERT"), *db[2:]], 0),
+        ("INSERT support.replies", 3, 1602, 7, with_value(db, "db.operation.name", "INSERT"), 0),
         ("chat openai/gpt-oss-120b", 3, 1612, 310, llm, 0),
         (
             "execute_tool send_reply",
             1,
             1925,
             80,
-            [*tool[:1], ("gen_ai.tool.name", "send_reply"), *tool[2:4]],
+            with_value(tool[:4], "gen_ai.tool.name", "send_reply"),
             0,
         ),
         ("GET", 3, 2008, 30, ok, 0),
@@ -165,10 +170,10 @@ def _rich_children(n: int, trace_no: int) -> list[tuple[str, int, int, int, list
             1,
             2340,
             25,
-            [*tool[:1], ("gen_ai.tool.name", "close_ticket"), *tool[2:4]],
+            with_value(tool[:4], "gen_ai.tool.name", "close_ticket"),
             0,
         ),
-        ("UPDATE support.tickets", 3, 2367, 6, [*db[:1], ("db.operation.name", "UPDATE"), *db[2:]], 0),
+        ("UPDATE support.tickets", 3, 2367, 6, with_value(db, "db.operation.name", "UPDATE"), 0),
     ]
 
 
@@ -197,7 +202,7 @@ def rich_trace(trace_no: int) -> list[dict[str, Any]]:
             root_attributes,
         )
     ]
-    for j, (name, kind, a, length, attributes, status) in enumerate(_rich_children(0, trace_no)):
+    for j, (name, kind, a, length, attributes, status) in enumerate(_rich_children(trace_no)):
         shift = jitter if a > 8 else 0
         s = start + (a + shift) * 10**6
         spans.append(
