@@ -6,6 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
 
 
 def cli(
@@ -26,3 +31,28 @@ def cli_json(*args: str, env: dict[str, str] | None = None) -> dict:
     result = cli(*args, "--format", "json", env=env)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def serving(
+    *args: str, ready: str, env: dict[str, str] | None = None, wait_s: float = 60
+) -> subprocess.Popen:
+    """Start ``agentscope ARGS`` (a server) in its own process; return it once ``ready`` answers any
+    HTTP status, or fail the test with the server's stderr if it does not within ``wait_s``."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentscope.cli", *args],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(ready, timeout=1).close()
+            return process
+        except urllib.error.HTTPError:  # it answers
+            return process
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    pytest.fail(f"agentscope {args[0]} did not start: {process.communicate()[1]}")

@@ -92,21 +92,10 @@ def test_readers_never_fail_while_two_processes_write_and_see_what_was_flushed(t
 def server(tmp_path):
     """``agentscope serve`` in its own process, with a bearer token."""
     path, port, token = tmp_path / "served.duckdb", free_port(), "s3cret-token"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentscope.cli", "serve", "--port", str(port), "--store", str(path)],
-        env={**os.environ, "AGENTSCOPE_TOKEN": token},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     url = f"http://127.0.0.1:{port}/v1/traces"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(url.removesuffix("v1/traces"), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.1)
+    process = clirun.serving(
+        "serve", "--port", str(port), "--store", str(path), ready=url, env={"AGENTSCOPE_TOKEN": token}
+    )
     yield path, url, token, process
     if process.poll() is None:
         process.send_signal(signal.SIGINT)

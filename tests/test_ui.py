@@ -16,7 +16,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from clirun import cli_json
+from clirun import cli_json, serving
 from tracebuild import store_row, varied_store
 from traces_fixtures import ROOT, agent_trace_otlp
 
@@ -75,23 +75,8 @@ def get(url: str) -> tuple[int, dict]:
 @pytest.fixture(scope="module")
 def server(store):
     port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "agentscope.cli", "ui", "--store", str(store), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if get(base + "/api/overview")[0] == 200:
-                break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        process.kill()
-        pytest.fail(f"agentscope ui did not start: {process.communicate()[1]}")
+    process = serving("ui", "--store", str(store), "--port", str(port), ready=base + "/api/overview")
     yield base
     process.terminate()
     process.wait(timeout=30)

@@ -191,6 +191,14 @@ class Measured:
             f"{ours:+.1%} / {known:+.1%} | {self.repaired} |"
         )
 
+    def check_every_shape(self) -> None:
+        """Print the peer's row of docs/accuracy.md and hold every shape to its bars."""
+        print(self.row())
+        self.check_sequential()
+        self.check_streamed()
+        self.check_hidden_retries()
+        self.check_parallel_tools()
+
     def check_sequential(self, model_tolerance: float = 0.10, tools_tolerance: float = 0.10) -> None:
         """The issue's accuracy bars on every sequential task: model and tools ±10%, what-if ±5 points."""
         for truth, result in self.pairs("sequential"):

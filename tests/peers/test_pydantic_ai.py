@@ -33,8 +33,4 @@ def test_pydantic_ai_blame_matches_the_known_delays(otel, providers, tmp_path):
         asyncio.run(streamed())
 
     measured = measure("pydantic-ai", run, otel.export, providers, tmp_path)
-    print(measured.row())
-    measured.check_sequential()
-    measured.check_streamed()
-    measured.check_hidden_retries()
-    measured.check_parallel_tools()
+    measured.check_every_shape()
