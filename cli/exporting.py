@@ -10,14 +10,12 @@ from rich.table import Table
 
 from agentscope.store import Store
 from agentscope.store.export import Manifest, export_parquet
-from agentscope.store.query import APP_SPANS
 
 
 def export_with_progress(store: Store, out: Path, buckets: int | None, console: Console) -> Manifest:
     """Run :func:`agentscope.store.export.export_parquet`, with a spans bar when ``console`` is a terminal."""
     if not console.is_terminal:
         return export_parquet(store, out, buckets)
-    total = store.con.execute(f"SELECT count(*) FROM spans WHERE {APP_SPANS}").fetchall()[0][0]
     columns = (
         TextColumn("exporting"),
         BarColumn(bar_width=None),
@@ -26,8 +24,10 @@ def export_with_progress(store: Store, out: Path, buckets: int | None, console: 
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("export", total=total)
-        return export_parquet(store, out, buckets, progress=lambda n: progress.advance(task, n))
+        task = progress.add_task("export", total=None)
+        return export_parquet(
+            store, out, buckets, progress=lambda n, total: progress.update(task, advance=n, total=total)
+        )
 
 
 def export_table(manifest: Manifest, out: Path) -> Table:

@@ -83,11 +83,11 @@ def export_parquet(
     store: Store,
     out: str | Path,
     buckets: int | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Manifest:
     """Write the store's app spans to ``out`` as zstd Parquet in ``bucket=K/`` folders.
 
-    ``progress`` is called with the number of spans written since its last call.
+    ``progress`` is called with the spans written since its last call and the spans to write in all.
     """
     out = Path(out)
     # DuckDB would keep the pages it reads cached, so its memory would grow with the store: cap it.
@@ -109,7 +109,7 @@ def export_parquet(
         for batch in reader:
             yield batch
             if progress is not None:
-                progress(batch.num_rows)
+                progress(batch.num_rows, spans)
 
     ds.write_dataset(
         batches(),
