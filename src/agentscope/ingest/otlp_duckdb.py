@@ -283,14 +283,17 @@ class Parsed:
 
 def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) -> Parsed:
     """Rows (in ``spans`` column order) of the lines the query takes exactly; the others' numbers."""
-    routed = _routed_before_parsing(first, block)
+    whole = b"".join(block)
+    routed = _routed_before_parsing(first, block, whole)
     numbers = [first + i for i in range(len(block)) if first + i not in routed]
     try:
-        lines = _lines_table(numbers, [block[n - first] for n in numbers])
+        texts = [block[n - first] for n in numbers]
+        lines = _lines_table(numbers, texts, whole if not routed else b"".join(texts))
     except pa.ArrowInvalid:  # not UTF-8: the Python reader names the line
         routed.update(n for n in numbers if not _utf8(block[n - first]))
         numbers = [n for n in numbers if n not in routed]
-        lines = _lines_table(numbers, [block[n - first] for n in numbers])
+        texts = [block[n - first] for n in numbers]
+        lines = _lines_table(numbers, texts, b"".join(texts))
     try:
         table = _query(con, lines)
         if table is None:  # a line that is not JSON: leave it to the Python reader, and query the rest
@@ -310,9 +313,9 @@ def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) 
     return Parsed(rows, taken.column("line").to_pylist(), sorted(routed | untaken))
 
 
-def _routed_before_parsing(first: int, block: list[bytes]) -> set[int]:
-    """Lines that are blank, too long, or carry a marker of what the query does not read."""
-    whole = b"".join(block)
+def _routed_before_parsing(first: int, block: list[bytes], whole: bytes) -> set[int]:
+    """Lines that are blank, too long, or carry a marker of what the query does not read
+    (``whole`` is the block's lines joined)."""
     markers = [marker for marker in ROUTED_MARKERS if marker in whole]  # usually none: one scan a block
     return {
         first + i
@@ -342,16 +345,16 @@ def _untaken(table: pa.Table, numbers: list[int]) -> set[int]:
     return untaken
 
 
-def _lines_table(numbers: list[int], texts: list[bytes]) -> pa.Table:
+def _lines_table(numbers: list[int], texts: list[bytes], joined: bytes) -> pa.Table:
     """Numbered lines as a table of small record batches, so DuckDB reads them in parallel.
 
-    The text column is built over one joined buffer with the lines' offsets (one
-    copy, and Arrow's UTF-8 check over the whole buffer), not line by line.
+    The text column is ``joined`` (the ``texts`` end to end) with the lines'
+    offsets: no copy line by line, and Arrow's UTF-8 check over the whole buffer.
     Raises ``pa.ArrowInvalid`` if a line is not UTF-8.
     """
     offsets = array("q", [0])
     offsets.extend(accumulate(map(len, texts)))
-    text = pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets), pa.py_buffer(b"".join(texts)))
+    text = pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets), pa.py_buffer(joined))
     text.validate(full=True)
     table = pa.table({"line": pa.array(numbers, pa.int64()), "text": text})
     per_batch = max(1, len(texts) * BATCH_BYTES // max(1, offsets[-1]))
