@@ -174,9 +174,12 @@ def test_budget_matches_stopwatch_truth_per_category(measured):
     budget = {row["category"]: row["ms"] for row in report["budget"]}
     truth = expected_budget(runs)
     for category, expected in truth.items():
-        # 5%, or half a millisecond for the smallest categories: the stopwatch is read inside each
-        # span, so the SDK's own time between the two differs by tens of µs, more on a loaded machine.
-        assert budget[category] == pytest.approx(expected, rel=0.05, abs=0.5), (category, budget, truth)
+        # 5%, or half a millisecond for each span whose edges the category's time lies between: the
+        # stopwatch is read inside each span, so the SDK's own time between the two differs by tens of
+        # µs, hundreds on a slow or loaded machine.  Network has two: the HTTP call and the LLM call's
+        # time outside the server's timings.
+        edges = 0.5 * (2 if category == "network" else 1)
+        assert budget[category] == pytest.approx(expected, rel=0.05, abs=edges), (category, budget, truth)
     assert sum(budget.values()) == pytest.approx(report["latency_ms"]["p95"], rel=1e-9)
 
 
