@@ -94,6 +94,21 @@ def test_a_scenario_leaves_alone_what_it_does_not_name():
     assert new_ms(t, {"inference": math.inf}) == [500]
 
 
+def test_a_call_cut_by_its_parent_is_blamed_and_simulated_alike():
+    # The call outlives its task; its HTTP attempt starts after the task ended. Within the task the call
+    # has no later child, so its time there is its own (inference), not a backoff between attempts.
+    t = trace(
+        span("R", None, "task", 0, 0.1),
+        span("L", "R", "llm", 0, 0.2),
+        span("H", "L", "http", 0.2, 0.2),
+        span("S", "L", "task", 0, 0),
+    )
+    result = explain(t, 0, [{"inference": 3.6}]).result
+    categories = dict(zip(KEYS, result.components, strict=True))
+    assert categories["inference.unsplit"] == result.duration_ns
+    assert result.whatif_ns == [pytest.approx(result.duration_ns / 3.6)]
+
+
 @settings(max_examples=300, deadline=None)
 @given(random_trees())
 def test_properties_hold_for_every_trace(spans):

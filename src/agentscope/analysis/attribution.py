@@ -176,13 +176,6 @@ def _cpu_mix(trace: Trace, i: int) -> Mix:
     return (("cpu", share), ("other", 1.0 - share))
 
 
-def _errored(trace: Trace, i: int) -> bool:
-    """Whether span ``i`` ended in error: status ERROR, or an HTTP status of 400 or more."""
-    row = trace.rows[i]
-    code = trace.batch["http_status"][row]
-    return trace.batch["status"][row] == "ERROR" or (code is not None and code >= 400)
-
-
 def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
     """Attempts that failed and were retried (DESIGN §4).
 
@@ -194,11 +187,18 @@ def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
     its own (the usual single 429: the SDK's retry is inside the call).
     """
     failed = set()
-    status, attempts = trace.batch["status"], trace.batch["attempt"]
+    status, attempts, codes = trace.batch["status"], trace.batch["attempt"], trace.batch["http_status"]
     rows, labels, kind, start, end = trace.rows, trace.label, trace.kind, trace.start, trace.end
     for i in spans:
         kids = trace.children[i]
-        errors = [c for c in kids if _errored(trace, c)]
+        if not kids:
+            continue
+        # Ended in error: status ERROR, or an HTTP status of 400 or more.
+        errors = [
+            c
+            for c in kids
+            if status[rows[c]] == "ERROR" or ((code := codes[rows[c]]) is not None and code >= 400)
+        ]
         if not errors:
             continue
         call_succeeded = kind[i] == "llm" and status[rows[i]] != "ERROR"

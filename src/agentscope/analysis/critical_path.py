@@ -20,36 +20,34 @@ def critical_path(trace: Trace, task: int) -> list[Segment]:
     start, end, children = trace.start, trace.end, trace.children
     segments: list[Segment] = []
     emit = segments.append
-    order_cache: dict[int, list[int]] = {}
 
-    def ordered(span: int) -> list[int]:
-        kids = order_cache.get(span)
-        if kids is None:
-            kids = sorted(children[span], key=lambda c: (-end[c], start[c]))
-            order_cache[span] = kids
-        return kids
+    def latest_first(span: int) -> list[int]:
+        return sorted(children[span], key=lambda c: (-end[c], start[c]))
 
-    # frame: [span, lo, hi, next child position, cursor]
-    frames = [[task, start[task], end[task], 0, end[task]]]
+    # frame: [span, lo, hi, its children latest-ending first, next child position, cursor]
+    frames = [[task, start[task], end[task], latest_first(task), 0, end[task]]]
     while frames:
         frame = frames[-1]
-        span, lo, hi, position, cursor = frame
-        kids = ordered(span)
+        span, lo, hi, kids, position, cursor = frame
         chosen = False
         while position < len(kids):
             child = kids[position]
             position += 1
-            child_end = min(end[child], hi)
-            child_start = max(start[child], lo)
+            child_end = end[child] if end[child] < hi else hi
+            child_start = start[child] if start[child] > lo else lo
             if child_end > cursor or child_start >= child_end:
                 continue
             if cursor > child_end:
                 emit((span, child_end, cursor))
-            frame[3] = position
-            frame[4] = child_start
-            frames.append([child, child_start, child_end, 0, child_end])
-            chosen = True
-            break
+            if children[child]:
+                frame[4] = position
+                frame[5] = child_start
+                frames.append([child, child_start, child_end, latest_first(child), 0, child_end])
+                chosen = True
+                break
+            # A child without children is all its own time: one segment, no frame.
+            emit((child, child_start, child_end))
+            cursor = child_start
         if not chosen:
             if cursor > lo:
                 emit((span, lo, cursor))

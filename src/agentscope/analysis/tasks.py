@@ -74,7 +74,7 @@ class TraceExplanation:
 
     def segment_mix(self, span: int, a: int, b: int) -> Mix:
         """The mix of the critical-path segment ``[a, b]`` on ``span``, as the attribution counted it."""
-        return segment_mix(self.trace, self.mixes, self.between, span, a, b)
+        return segment_mix(self.trace, self.task, self.mixes, self.between, span, a, b)
 
     def repairs(self) -> list[Repair]:
         return task_repairs(self.trace, self.trace.descendants(self.task))
@@ -94,10 +94,19 @@ def _operation_chains(trace: Trace, spans: Sequence[int]) -> dict[int, tuple[str
     return chains
 
 
-def _between_children(trace: Trace, span: int, a: int, b: int) -> bool:
-    """Whether ``[a, b]`` of the span's own time lies after one child ended and before another began
-    (children clipped to the span, as the critical path and the simulation see them)."""
+def _walk_interval(trace: Trace, span: int, task: int) -> tuple[int, int]:
+    """The span's interval as the walk from ``task`` sees it: clipped to every enclosing span up to it."""
     lo, hi = trace.start[span], trace.end[span]
+    i = span
+    while i != task and (i := trace.parent[i]) != -1:
+        lo, hi = max(lo, trace.start[i]), min(hi, trace.end[i])
+    return lo, hi
+
+
+def _between_children(trace: Trace, task: int, span: int, a: int, b: int) -> bool:
+    """Whether ``[a, b]`` of the span's own time lies after one child ended and before another began
+    (the span and its children clipped as the critical path and the simulation see them)."""
+    lo, hi = _walk_interval(trace, span, task)
     clipped = [(max(trace.start[c], lo), min(trace.end[c], hi)) for c in trace.children[span]]
     clipped = [(s, e) for s, e in clipped if s <= e]
     return any(e <= a for _, e in clipped) and any(s >= b for s, _ in clipped)
@@ -112,10 +121,11 @@ def task_repairs(trace: Trace, spans: Sequence[int]) -> list[Repair]:
 
 
 def segment_mix(
-    trace: Trace, mixes: dict[int, Mix], between: dict[int, Mix], span: int, a: int, b: int
+    trace: Trace, task: int, mixes: dict[int, Mix], between: dict[int, Mix], span: int, a: int, b: int
 ) -> Mix:
-    """A span's mix for a segment of its own time: between two of its children, its ``between`` mix."""
-    if span in between and _between_children(trace, span, a, b):
+    """A span's mix for a segment of its own time in ``task``: between two of its children, its
+    ``between`` mix."""
+    if span in between and _between_children(trace, task, span, a, b):
         return between[span]
     return mixes[span]
 
@@ -151,18 +161,20 @@ def explain(
     components = [0.0] * len(C.KEYS)
     index = C.KEY_INDEX
     chains = _operation_chains(trace, spans)
-    path_ns: dict[str, float] = {}
-    serial_llm = set()
-    kind = trace.kind
+    on_path: dict[int, int] = {}
+    """Span → its critical-path ns (whole ns, so summing by span first changes no figure)."""
     for span, a, b in segments:
         length = b - a
-        mix = segment_mix(trace, mixes, between, span, a, b)
+        mix = segment_mix(trace, task, mixes, between, span, a, b) if span in between else mixes[span]
         for key, fraction in mix:
             components[index[key]] += length * fraction
+        on_path[span] = on_path.get(span, 0) + length
+    path_ns: dict[str, float] = {}
+    for span, length in on_path.items():
         for label in chains[span]:
             path_ns[label] = path_ns.get(label, 0.0) + length
-        if kind[span] == "llm" and span not in provider_side:
-            serial_llm.add(span)
+    kind = trace.kind
+    serial_llm = [span for span in on_path if kind[span] == "llm" and span not in provider_side]
     operations: dict[str, tuple[str, float, int]] = {}
     llm_calls = input_tokens = output_tokens = cached_tokens = 0
     models: dict[str, list[int]] = {}

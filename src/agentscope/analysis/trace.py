@@ -83,10 +83,10 @@ class Trace:
         """``root`` and every span under it, parents before children."""
         order = [root]
         children = self.children
-        k = 0
-        while k < len(order):
-            order.extend(children[order[k]])
-            k += 1
+        for span in order:  # the list grows as it is walked: breadth first
+            kids = children[span]
+            if kids:
+                order.extend(kids)
         return order
 
     def tasks(self) -> list[int]:

@@ -77,28 +77,31 @@ def simulate(
     """
     start, end, children = trace.start, trace.end, trace.children
     by_mix: dict[int, list[float]] = {}
-
     between = between or {}
     overrides = overrides or {}
 
-    def scales(i: int, mix: Mix | None = None) -> list[float]:
-        own = mix is None
-        mix = mix or mixes[i]
+    def scales_of(mix: Mix) -> list[float]:
         vector = by_mix.get(id(mix))
         if vector is None:
-            vector = [scale(mix, table) for table in tables]
-            by_mix[id(mix)] = vector
-        if own and i in overrides:
+            vector = by_mix[id(mix)] = [scale(mix, table) for table in tables]
+        return vector
+
+    def scales(i: int) -> list[float]:
+        """New time per old time of span ``i``'s own mix, per variant."""
+        vector = scales_of(mixes[i])
+        if overrides and i in overrides:
             return [v if o is None else o for v, o in zip(vector, overrides[i], strict=True)]
         return vector
 
     def child_order(p: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
         """Children of ``p`` clipped to ``[lo, hi]``, by clipped start: (start, end, child)."""
-        kids = children[p]
-        if not kids or p in leaves:
-            return []
-        clipped = [(max(start[c], lo), min(end[c], hi), c) for c in kids]
-        clipped = [item for item in clipped if item[0] <= item[1]]
+        clipped = []
+        for c in children[p]:
+            s, e = start[c], end[c]
+            s = s if s > lo else lo
+            e = e if e < hi else hi
+            if s <= e:
+                clipped.append((s, e, c))
         clipped.sort()
         return clipped
 
@@ -111,7 +114,7 @@ def simulate(
             task_lo,
             task_hi,
             [0.0] * width,
-            child_order(task, task_lo, task_hi),
+            child_order(task, task_lo, task_hi) if task not in leaves else [],
             0,
             [],
             None,
@@ -126,24 +129,29 @@ def simulate(
         if position < len(kids):
             child_start, child_end, child = kids[position]
             frame[5] = position + 1
-            while heap and heap[0][0] <= child_start:
-                old_end, sibling_start, _, new_end = heapq.heappop(heap)
-                if pool_old is None or sibling_start >= pool_old:
-                    # Everything pooled ended before this sibling started: all are its
-                    # predecessors, so it ends no earlier than any of them in every variant.
-                    pool_new = new_end
-                else:
-                    pool_new = [max(a, b) for a, b in zip(pool_new, new_end)]
-                if pool_old is None or old_end > pool_old:
-                    pool_old = old_end
-            frame[7], frame[8] = pool_old, pool_new
-            grandchildren = child_order(child, child_start, child_end)
+            if heap and heap[0][0] <= child_start:
+                while heap and heap[0][0] <= child_start:
+                    old_end, sibling_start, _, new_end = heapq.heappop(heap)
+                    if pool_old is None or sibling_start >= pool_old:
+                        # Everything pooled ended before this sibling started: all are its
+                        # predecessors, so it ends no earlier than any of them in every variant.
+                        pool_new = new_end
+                    else:
+                        pool_new = [b if b > a else a for a, b in zip(pool_new, new_end)]
+                    if pool_old is None or old_end > pool_old:
+                        pool_old = old_end
+                frame[7], frame[8] = pool_old, pool_new
             if pool_new is not None:
                 base, gap = pool_new, child_start - pool_old
                 if p in between:
-                    g = scales(p, between[p])
+                    g = scales_of(between[p])
             else:
                 base, gap = p_new_start, child_start - lo
+            grandchildren = (
+                child_order(child, child_start, child_end)
+                if children[child] and child not in leaves
+                else None
+            )
             if grandchildren:
                 new_start = [n + gap * s for n, s in zip(base, g)]
                 frames.append(
@@ -162,7 +170,10 @@ def simulate(
                 )
             else:
                 length = child_end - child_start
-                new_end = [n + gap * s + length * c for n, s, c in zip(base, g, scales(child))]
+                own = by_mix.get(id(mixes[child])) if not overrides else None
+                if own is None:
+                    own = scales(child)
+                new_end = [n + gap * s + length * c for n, s, c in zip(base, g, own)]
                 heapq.heappush(heap, (child_end, child_start, child, new_end))
             continue
         frames.pop()
@@ -173,7 +184,7 @@ def simulate(
             last_old = max(o for o, _ in finished)
             last_new = finished[0][1]
             for _, n in finished[1:]:
-                last_new = [max(a, b) for a, b in zip(last_new, n)]
+                last_new = [b if b > a else a for a, b in zip(last_new, n)]
             tail = hi - last_old
             new_end = [n + tail * s for n, s in zip(last_new, g)]
         else:
