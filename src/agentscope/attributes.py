@@ -8,6 +8,7 @@ lists the same keys with their units; a test keeps the two in step.
 from __future__ import annotations
 
 import functools
+import re
 
 # --- agentscope's own keys -------------------------------------------------
 KIND = "agentscope.kind"
@@ -80,5 +81,5 @@ def is_sensitive(key: str) -> bool:
 
 
 def sensitive_sql(key: str) -> str:
-    """:func:`is_sensitive` as a DuckDB condition on the key expression ``key``."""
-    return "(" + " OR ".join(f"contains(lower({key}), '{part}')" for part in SENSITIVE_KEY_PARTS) + ")"
+    """:func:`is_sensitive` as a DuckDB condition on the key expression ``key`` (one lowering, one scan)."""
+    return f"regexp_matches(lower({key}), '{'|'.join(re.escape(part) for part in SENSITIVE_KEY_PARTS)}')"

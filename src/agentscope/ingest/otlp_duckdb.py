@@ -116,7 +116,11 @@ def _value_ok_sql(v: str) -> str:
 
 
 def _entries_sql(attributes: str) -> str:
-    """An OTLP attribute list as ``{k, v, s, ok}`` structs (key, JSON value, string, read exactly)."""
+    """An OTLP attribute list as ``{k, v, s}`` structs: key, JSON value, string.
+
+    The key is NULL where the query cannot read the attribute exactly, so one
+    test on the keys finds both faults: ``list_distinct`` drops NULLs as well as repeats.
+    """
     elements = "coalesce(a.value.arrayValue.values, [])"
     only_array = (
         "a.value.arrayValue IS NOT NULL AND a.value.stringValue IS NULL AND a.value.boolValue IS NULL "
@@ -133,8 +137,8 @@ def _entries_sql(attributes: str) -> str:
         f"ELSE {_value_ok_sql('a.value')} END"
     )
     return (
-        f"list_transform(coalesce({attributes}, []), lambda a: {{k: a.key ->> '$', v: {value}, "
-        f"s: coalesce(a.value.stringValue, a.value.intValue), ok: {ok}}})"
+        f"list_transform(coalesce({attributes}, []), lambda a: {{k: CASE WHEN {ok} THEN a.key ->> '$' END, "
+        f"v: {value}, s: coalesce(a.value.stringValue, a.value.intValue)}})"
     )
 
 
@@ -185,7 +189,7 @@ WITH parsed AS (
 ), scopes AS (
   SELECT line, whole,
     list_filter(resource, lambda x: x.k = '{A.SERVICE_NAME}')[1] AS service_entry,
-    list_bool_and(list_transform(resource, lambda x: x.ok)) IS NOT false AS resource_ok,
+    NOT list_bool_or(list_transform(resource, lambda x: x.k IS NULL)) IS true AS resource_ok,
     unnest(rs.scopeSpans) AS ss
   FROM described
 ), spans AS (
@@ -210,8 +214,7 @@ WITH parsed AS (
   SELECT *, list_transform(entries, lambda x: x.k) AS keys FROM fields
 ), filtered AS (
   SELECT *,
-    list_bool_and(list_transform(entries, lambda x: x.ok)) IS NOT false
-      AND len(list_distinct(keys)) = len(keys) AS entries_ok,
+    len(list_distinct(keys)) = len(keys) AS entries_ok,  -- no key unread (NULL), none repeated
     CASE WHEN list_has_any(keys, ['{A.CPU_NS}', '{A.THREAD_ID}'])
            OR {A.sensitive_sql("array_to_string(keys, chr(10))")}
       THEN list_filter(entries, lambda x: x.k NOT IN ('{A.CPU_NS}', '{A.THREAD_ID}')
