@@ -194,7 +194,8 @@ def _take_records(
                 summary.add_problem(Problem(name, record.line, record.problem), skipped=record.row is None)
     finally:
         rows, lines = batcher.take()
-        batches.add(rows_to_table(rows), lines)
+        if rows:
+            batches.add(rows_to_table(rows), lines)
         summary.already_stored += batcher.repeats
         for problem in batcher.problems:
             summary.add_problem(problem, skipped=True)

@@ -312,9 +312,7 @@ def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) 
     if table is None:
         return Parsed(ARROW_SCHEMA.empty_table(), [], sorted(routed | set(numbers)))
     untaken = _untaken(table, numbers)
-    taken = table.filter(
-        pc.invert(pc.is_in(table.column("line"), value_set=pa.array(sorted(untaken), pa.int64())))
-    )
+    taken = table.filter(pc.invert(pc.is_in(table.column("line"), value_set=_int64_array(sorted(untaken)))))
     rows = taken.select(list(COLUMN_NAMES)).cast(ARROW_SCHEMA)
     return Parsed(rows, taken.column("line").to_pylist(), sorted(routed | untaken))
 
@@ -338,13 +336,12 @@ def _untaken(table: pa.Table, numbers: list[int]) -> set[int]:
     block (the Python reader keeps the first and says so), or the line held no span at all."""
     line = table.column("line")
     bad = pc.filter(line, pc.invert(table.column("ok")))
-    repeated = ARROW_SCHEMA.empty_table()
     if pc.count_distinct(table.column("span_id")).as_py() < table.num_rows:  # rare: look closer
         repeated = table.group_by(["trace_id", "span_id"]).aggregate([("line", "count")])
         repeated = repeated.filter(pc.greater(repeated.column("line_count"), 1))
-    if repeated.num_rows:
-        twice = pc.is_in(table.column("span_id"), value_set=repeated.column("span_id"))
-        bad = pa.concat_arrays([bad.combine_chunks(), pc.filter(line, twice).combine_chunks()])
+        if repeated.num_rows:
+            twice = pc.is_in(table.column("span_id"), value_set=repeated.column("span_id"))
+            bad = pa.concat_arrays([bad.combine_chunks(), pc.filter(line, twice).combine_chunks()])
     untaken = set(pc.unique(bad).to_pylist())
     with_spans = set(pc.unique(line).to_pylist())
     untaken.update(n for n in numbers if n not in with_spans)
@@ -362,9 +359,15 @@ def _lines_table(numbers: list[int], texts: list[bytes], joined: bytes) -> pa.Ta
     offsets.extend(accumulate(map(len, texts)))
     text = pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets), pa.py_buffer(joined))
     text.validate(full=True)
-    table = pa.table({"line": pa.array(numbers, pa.int64()), "text": text})
+    table = pa.table({"line": _int64_array(numbers), "text": text})
     per_batch = max(1, len(texts) * BATCH_BYTES // max(1, offsets[-1]))
     return pa.Table.from_batches(table.to_batches(max_chunksize=per_batch), schema=table.schema)
+
+
+def _int64_array(values: list[int]) -> pa.Array:
+    """Line numbers as Arrow, from one buffer: ``pa.array`` would first import pandas (0.4 s) to rule out
+    its types."""
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array("q", values))])
 
 
 def _utf8(line: bytes) -> bool:

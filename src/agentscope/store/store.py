@@ -35,7 +35,7 @@ WHERE s.start_ns <> b.start_ns OR s.end_ns <> b.end_ns OR s.name <> b.name
 
 
 _TASKS = """
-WITH t AS (SELECT s.* FROM spans s WHERE trace_id IN (SELECT trace_id FROM agentscope_trace_ids)),
+WITH t AS (SELECT s.* FROM spans s WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))),
 work AS (SELECT trace_id FROM t WHERE kind IN ('llm', 'tool') GROUP BY trace_id),
 tasks AS (SELECT trace_id, count(*) AS n FROM t WHERE kind = 'task' GROUP BY trace_id)
 SELECT coalesce(sum(coalesce(tasks.n, 1)), 0)
@@ -142,11 +142,7 @@ class Store:
     def count_tasks(self, trace_ids: list[str]) -> int:
         """Tasks in these traces, as ``agentscope ingest`` reports them: traces with an llm or tool span,
         counting each explicit task span (or the trace once when it has none)."""
-        self.con.register("agentscope_trace_ids", pa.table({"trace_id": pa.array(trace_ids, pa.string())}))
-        try:
-            return int(self.scalar(_TASKS))
-        finally:
-            self.con.unregister("agentscope_trace_ids")
+        return int(self.scalar(_TASKS, [trace_ids]))
 
     def scalar(self, sql: str, params: list | None = None) -> object:
         """The single value a query returns (the result is read to the end, as DuckDB requires)."""
