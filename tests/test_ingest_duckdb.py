@@ -93,6 +93,69 @@ def test_every_row_the_duckdb_reader_takes_is_the_python_readers_row(requests):
     assert not routed or all(1 <= n <= len(lines) for n in routed)
 
 
+RICH_KEYS = sorted(
+    set(KEYS)
+    | {
+        "gen_ai.response.id",
+        "gen_ai.response.finish_reasons",
+        "gen_ai.tool.call.id",
+        "gen_ai.tool.description",
+    }
+    | {"db.query.text", "db.namespace", "url.full", "server.port", "http.response.status_code", "error.type"}
+)
+long_text = st.text(max_size=300) | st.sampled_from(['quote " and \\ backslash', "tab\tnew\nline", "é ☃ 😀"])
+rich_value = (
+    value
+    | st.builds(lambda v: {"stringValue": v}, long_text)
+    | st.builds(lambda v: {"doubleValue": v}, st.floats(allow_nan=False, allow_infinity=False))
+)
+resource = st.lists(
+    st.sampled_from(["service.version", "host.name", "os.type", "telemetry.sdk.name"]), unique=True
+)
+
+
+@st.composite
+def rich_requests(draw: st.DrawFn, line: int) -> dict:
+    """A request shaped like real SDK output: many attributes a span, long values, a resource of several."""
+    spans_ = []
+    for j in range(draw(st.integers(1, 12))):
+        keys = draw(st.lists(st.sampled_from(RICH_KEYS), min_size=4, max_size=9, unique=True))
+        start = draw(st.integers(1, 10**18))
+        spans_.append(
+            {
+                "traceId": f"{line + 1:032x}",
+                "spanId": f"{j + 1:016x}",
+                "parentSpanId": f"{j:016x}" if j else "",
+                "name": draw(long_text),
+                "kind": draw(st.integers(0, 5)),
+                "startTimeUnixNano": str(start),
+                "endTimeUnixNano": str(start + draw(st.integers(0, 10**9))),
+                "attributes": [{"key": key, "value": draw(rich_value)} for key in keys],
+                "status": {},
+            }
+        )
+    request = otlp_request(spans_, service=draw(long_text))
+    extra = [{"key": key, "value": {"stringValue": draw(long_text)}} for key in draw(resource)]
+    request["resourceSpans"][0]["resource"]["attributes"] += extra
+    return request
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda n: st.tuples(*[rich_requests(i) for i in range(n)])))
+def test_attribute_rich_lines_give_the_python_readers_rows_byte_for_byte(requests):
+    lines = [(dumps(request) + "\n").encode() for request in requests]
+    con = otlp_duckdb.connect_parser()
+    try:
+        parsed = otlp_duckdb.parse_block(con, 1, lines)
+    finally:
+        con.close()
+    python = {(r.row[0], r.row[1]): r.row for r in read_json_lines(iter(lines)) if r.row is not None}
+    fast = {(row["trace_id"], row["span_id"]): tuple(row.values()) for row in parsed.table.to_pylist()}
+    for key, row in fast.items():
+        assert row == tuple(python[key])  # the attributes' JSON text too, not only what it decodes to
+    assert len(fast) + sum(1 for key in python if key not in fast) == len(python)
+
+
 def test_well_formed_lines_of_every_convention_are_taken_by_duckdb():
     attributes = [
         {"key": "llm.token_count.prompt", "value": {"intValue": "120"}},

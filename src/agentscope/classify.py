@@ -180,31 +180,45 @@ def kind_sql(value_of: str, keys: str, span_kind: str) -> str:
     return f"coalesce({', '.join(rules)}, 'step')"
 
 
+def _scaled_sql(value: str, multiplier: float) -> str:
+    """JSON ``value`` times ``multiplier`` if it is a number, as Python computes it (an integer stays an
+    integer when the multiplier is one, at any size); NULL otherwise."""
+    as_double = f"(TRY_CAST({value} AS DOUBLE) * {float(multiplier)!r})::JSON"
+    if not isinstance(multiplier, int):
+        return f"CASE WHEN json_type({value}) IN ('UBIGINT', 'BIGINT', 'DOUBLE') THEN {as_double} END"
+    as_integer = f"(TRY_CAST({value} AS HUGEINT) * {multiplier})::JSON"
+    return (
+        f"CASE json_type({value}) WHEN 'DOUBLE' THEN {as_double} "
+        f"WHEN 'UBIGINT' THEN {as_integer} WHEN 'BIGINT' THEN {as_integer} END"
+    )
+
+
 def aliases_sql(entries: str, keys: str) -> str:
     """:func:`normalize` as a DuckDB list expression: the alias entries to append to ``entries``.
 
     ``entries`` is a list of ``{k, v}`` structs (key, JSON value) in the span's
     attribute order; for each of our keys that is absent, the first of its
     aliases in that order supplies the value (scaled, where the alias is in other
-    units, when the value is a JSON number).
+    units, when the value is a JSON number).  The entries come in the order
+    :func:`normalize` adds them: by their source's place among the span's keys, then
+    by the alias table's order (fields ``p`` and ``t``; readers use ``k`` and ``v``).
     """
     targets: dict[str, list[tuple[str, float]]] = {}
     for theirs, ours, multiplier in ALIASES:
         targets.setdefault(ours, []).append((theirs, multiplier))
     parts = []
-    for ours, sources in targets.items():
+    for order, (ours, sources) in enumerate(targets.items()):
         names = ", ".join(_sql_text(theirs) for theirs, _ in sources)
         value = "x.v"
-        number = (
-            "CASE WHEN json_type(x.v) IN ('UBIGINT', 'BIGINT', 'DOUBLE') THEN TRY_CAST(x.v AS DOUBLE) END"
-        )
-        scaled = " ".join(f"WHEN {_sql_text(t)} THEN ({number} * {m})::JSON" for t, m in sources if m != 1)
+        scaled = " ".join(f"WHEN {_sql_text(t)} THEN {_scaled_sql('x.v', m)}" for t, m in sources if m != 1)
         if scaled:
-            value = f"CASE WHEN {number} IS NULL THEN x.v ELSE CASE x.k {scaled} ELSE x.v END END"
+            value = f"coalesce(CASE x.k {scaled} END, x.v)"
         first = f"list_filter({entries}, lambda y: y.k IN ({names}))[1:1]"
+        entry = f"{{p: list_position({keys}, x.k), t: {order}, k: {_sql_text(ours)}, v: {value}}}"
         parts.append(
             f"CASE WHEN list_contains({keys}, {_sql_text(ours)}) THEN []"
-            f" ELSE list_transform({first}, lambda x: {{k: {_sql_text(ours)}, v: {value}}}) END"
+            f" ELSE list_transform({first}, lambda x: {entry}) END"
         )
     sources = ", ".join(_sql_text(theirs) for theirs, _, _ in ALIASES)
-    return f"CASE WHEN list_has_any({keys}, [{sources}]) THEN flatten([{', '.join(parts)}]) ELSE [] END"
+    added = f"list_sort(flatten([{', '.join(parts)}]))"
+    return f"CASE WHEN list_has_any({keys}, [{sources}]) THEN {added} ELSE [] END"

@@ -11,8 +11,9 @@ Only lines the query can take exactly are taken.  A line goes to the Python
 reader instead, which names what is wrong with it and keeps its good spans, if
 it is not valid JSON, not a request with spans, carries a span that fails a
 check (ids, times, names, attribute keys and values, sizes), a value kind the
-query does not read (kvlist, bytes, nested arrays), a repeated attribute key, or
-a span that appears twice in the block.  Either way a span gets the same row.
+query does not read (kvlist, bytes, nested arrays), an escaped control character,
+a repeated attribute key, or a span that appears twice in the block.  Either way
+a span gets the same row, byte for byte.
 """
 
 from __future__ import annotations
@@ -45,8 +46,9 @@ batch is one small chunk through every operator, and the query's list lambdas co
 as per element, so a batch must hold many spans (a quarter of a megabyte took 40% longer)."""
 LONG_LINE_BYTES = 8 << 20
 """Longer lines go to the Python reader, which cuts oversized values rather than parse them whole."""
-ROUTED_MARKERS = (b"kvlistValue", b"bytesValue", b"instrumentationLibrary")
-"""Lines containing these go to the Python reader: value kinds and legacy keys the query does not read."""
+ROUTED_MARKERS = (b"kvlistValue", b"bytesValue", b"instrumentationLibrary", b"\\u000", b"\\u001")
+"""Lines containing these go to the Python reader: value kinds and legacy keys the query does not read,
+and escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes ``\\u001f``."""
 
 _PRIMITIVE = {
     "stringValue": "VARCHAR",
@@ -100,17 +102,23 @@ def _value_sql(v: str) -> str:
     )
 
 
+_PLAIN_DOUBLE = "coalesce({0} = 0 OR abs({0}) >= 1e-4 AND abs({0}) < 1e16, false)"
+"""Whether a double is written alike by DuckDB and Python: both write the shortest digits, but outside
+this range Python writes an exponent (``1e-05``, ``1e+16``) where DuckDB does not or writes it otherwise."""
+
+
 def _value_ok_sql(v: str) -> str:
     """Whether the query reads primitive AnyValue ``v`` exactly as the Python reader would.
 
     A value with none of the primitive fields is left to the Python reader: it
     may be empty (null) or not an AnyValue at all, which the query cannot tell apart.
     """
+    double = f"TRY_CAST({v}.doubleValue AS DOUBLE)"
     return (
         f"CASE WHEN {v}.stringValue IS NOT NULL THEN length({v}.stringValue) <= {MAX_ATTRIBUTE_BYTES} "
         f"WHEN {v}.boolValue IS NOT NULL THEN true "
         f"WHEN {v}.intValue IS NOT NULL THEN TRY_CAST({v}.intValue AS BIGINT)::VARCHAR = {v}.intValue "
-        f"WHEN {v}.doubleValue IS NOT NULL THEN isfinite(TRY_CAST({v}.doubleValue AS DOUBLE)) "
+        f"WHEN {v}.doubleValue IS NOT NULL THEN {_PLAIN_DOUBLE.format(double)} "
         "ELSE false END"
     )
 
