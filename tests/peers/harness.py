@@ -230,10 +230,15 @@ class Measured:
             assert self.tools_ms(result) == pytest.approx(sum(truth.tools.values()), rel=0.10)
 
     def check_parallel_tools(self) -> None:
-        """The three tools ran at once: the path holds about the longest, not their sum."""
+        """The three tools ran at once: the path holds one of them, not their sum.
+
+        Which one: the last to end.  Started together, that is the longest; on a slow machine the
+        framework starts their threads tens of ms apart, and the path holds a shorter tool that ended
+        last and, before it, the wait for its thread.
+        """
         for truth, result in self.pairs("parallel"):
             assert self.tools_ms(result) < 0.85 * sum(truth.tools.values())
-            assert self.tools_ms(result) >= 0.9 * max(truth.tools.values())
+            assert self.tools_ms(result) >= 0.9 * min(truth.tools.values()), (result.components, truth.tools)
 
 
 class Providers:
