@@ -55,24 +55,26 @@ def spans(draw: st.DrawFn, number: int) -> dict:
     return span
 
 
-def rows_by_key(rows: list[tuple]) -> dict:
+def rows_by_key(rows: list[tuple], decoded: bool = True) -> dict:
+    """Rows by (trace, span); with ``decoded`` the attributes as what their JSON decodes to."""
     out = {}
     for row in rows:
         named = dict(zip(COLUMN_NAMES, row))
-        named["attributes"] = json.loads(named["attributes"])
+        if decoded:
+            named["attributes"] = json.loads(named["attributes"])
         out[(named["trace_id"], named["span_id"])] = named
     return out
 
 
-def both_readers(lines: list[str]) -> tuple[dict, dict, list[int]]:
+def both_readers(lines: list[str], decoded: bool = True) -> tuple[dict, dict, list[int]]:
     block = [(line + "\n").encode() for line in lines]
     con = otlp_duckdb.connect_parser()
     try:
         parsed = otlp_duckdb.parse_block(con, 1, block)
     finally:
         con.close()
-    fast = rows_by_key([tuple(r.values()) for r in parsed.table.to_pylist()])
-    python = rows_by_key([r.row for r in read_json_lines(iter(block)) if r.row is not None])
+    fast = rows_by_key([tuple(r.values()) for r in parsed.table.to_pylist()], decoded)
+    python = rows_by_key([r.row for r in read_json_lines(iter(block)) if r.row is not None], decoded)
     return fast, python, parsed.routed
 
 
@@ -143,16 +145,9 @@ def rich_requests(draw: st.DrawFn, line: int) -> dict:
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 4).flatmap(lambda n: st.tuples(*[rich_requests(i) for i in range(n)])))
 def test_attribute_rich_lines_give_the_python_readers_rows_byte_for_byte(requests):
-    lines = [(dumps(request) + "\n").encode() for request in requests]
-    con = otlp_duckdb.connect_parser()
-    try:
-        parsed = otlp_duckdb.parse_block(con, 1, lines)
-    finally:
-        con.close()
-    python = {(r.row[0], r.row[1]): r.row for r in read_json_lines(iter(lines)) if r.row is not None}
-    fast = {(row["trace_id"], row["span_id"]): tuple(row.values()) for row in parsed.table.to_pylist()}
+    fast, python, _ = both_readers([dumps(request) for request in requests], decoded=False)
     for key, row in fast.items():
-        assert row == tuple(python[key])  # the attributes' JSON text too, not only what it decodes to
+        assert row == python[key]  # the attributes' JSON text too, not only what it decodes to
     assert len(fast) + sum(1 for key in python if key not in fast) == len(python)
 
 

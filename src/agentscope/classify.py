@@ -181,8 +181,8 @@ def kind_sql(value_of: str, keys: str, span_kind: str) -> str:
 
 
 def _scaled_sql(value: str, multiplier: float) -> str:
-    """JSON ``value`` times ``multiplier`` if it is a number, as Python computes it (an integer stays an
-    integer when the multiplier is one, at any size); NULL otherwise."""
+    """JSON ``value`` times ``multiplier`` if it is a number, as Python computes it (an integer times an
+    integer multiplier stays an integer, at any size); NULL otherwise."""
     as_double = f"(TRY_CAST({value} AS DOUBLE) * {float(multiplier)!r})::JSON"
     if not isinstance(multiplier, int):
         return f"CASE WHEN json_type({value}) IN ('UBIGINT', 'BIGINT', 'DOUBLE') THEN {as_double} END"

@@ -129,18 +129,17 @@ def simulate(
         if position < len(kids):
             child_start, child_end, child = kids[position]
             frame[5] = position + 1
-            if heap and heap[0][0] <= child_start:
-                while heap and heap[0][0] <= child_start:
-                    old_end, sibling_start, _, new_end = heapq.heappop(heap)
-                    if pool_old is None or sibling_start >= pool_old:
-                        # Everything pooled ended before this sibling started: all are its
-                        # predecessors, so it ends no earlier than any of them in every variant.
-                        pool_new = new_end
-                    else:
-                        pool_new = [b if b > a else a for a, b in zip(pool_new, new_end)]
-                    if pool_old is None or old_end > pool_old:
-                        pool_old = old_end
-                frame[7], frame[8] = pool_old, pool_new
+            while heap and heap[0][0] <= child_start:
+                old_end, sibling_start, _, new_end = heapq.heappop(heap)
+                if pool_old is None or sibling_start >= pool_old:
+                    # Everything pooled ended before this sibling started: all are its
+                    # predecessors, so it ends no earlier than any of them in every variant.
+                    pool_new = new_end
+                else:
+                    pool_new = [b if b > a else a for a, b in zip(pool_new, new_end)]
+                if pool_old is None or old_end > pool_old:
+                    pool_old = old_end
+            frame[7], frame[8] = pool_old, pool_new
             if pool_new is not None:
                 base, gap = pool_new, child_start - pool_old
                 if p in between:
@@ -170,6 +169,8 @@ def simulate(
                 )
             else:
                 length = child_end - child_start
+                # Most leaves share a mix already scaled: look it up without the call, unless a
+                # candidate's override may replace it.
                 own = by_mix.get(id(mixes[child])) if not overrides else None
                 if own is None:
                     own = scales(child)

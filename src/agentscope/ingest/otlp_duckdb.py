@@ -197,7 +197,7 @@ WITH parsed AS (
 ), scopes AS (
   SELECT line, whole,
     list_filter(resource, lambda x: x.k = '{A.SERVICE_NAME}')[1] AS service_entry,
-    NOT list_bool_or(list_transform(resource, lambda x: x.k IS NULL)) IS true AS resource_ok,
+    list_bool_or(list_transform(resource, lambda x: x.k IS NULL)) IS NOT true AS resource_ok,
     unnest(rs.scopeSpans) AS ss
   FROM described
 ), spans AS (
