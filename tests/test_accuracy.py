@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import gc
 import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from heap import session_heap_frozen
 
 import agentscope as ags
 from agentscope.analysis.pipeline import blame_store
@@ -136,14 +136,8 @@ def measured(tmp_path_factory):
     # The writer thread waits until shutdown, so its GIL time cannot land inside a measured task.
     writer = StoreSpanProcessor(path, flush_interval_s=3600)
     ags.init(store=None, instrument=False, span_processors=[writer])
-    # Earlier tests' objects would make a full collection inside a task long enough to show
-    # between a span's edge and the stopwatch inside it; set them aside while measuring.
-    gc.collect()
-    gc.freeze()
-    try:
+    with session_heap_frozen():
         runs = [ticket() for _ in range(TASKS)]
-    finally:
-        gc.unfreeze()
     ags.shutdown()
     double = Scenario("inference x2", {"inference": 2.0})
     with Store(path, read_only=True) as store:

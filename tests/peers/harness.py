@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from heap import session_heap_frozen
 
 from agentscope.analysis import categories as C
 from agentscope.analysis.pipeline import task_results
@@ -180,15 +181,20 @@ class Measured:
         p95 = nearest_rank(before, 95)
         return nearest_rank(after, 95) / p95 - 1, nearest_rank(known, 95) / p95 - 1
 
+    def figures(self, truth: Truth, result: TaskResult) -> str:
+        """One task's model and tools time, read against the truth (ms, and the difference)."""
+        tools = sum(truth.tools.values())
+        return (
+            f"{self.model_ms(result):.0f} / {truth.model_ms:.0f} "
+            f"({self.model_ms(result) / truth.model_ms - 1:+.1%}) | "
+            f"{self.tools_ms(result):.0f} / {tools:.0f} ({self.tools_ms(result) / tools - 1:+.1%})"
+        )
+
     def row(self) -> str:
         (truth, result), *_ = self.pairs("sequential")
         ours, known = self.whatif_change("sequential")
         return (
-            f"| {self.peer} | {self.model_ms(result):.0f} / {truth.model_ms:.0f} "
-            f"({self.model_ms(result) / truth.model_ms - 1:+.1%}) | "
-            f"{self.tools_ms(result):.0f} / {sum(truth.tools.values()):.0f} "
-            f"({self.tools_ms(result) / sum(truth.tools.values()) - 1:+.1%}) | "
-            f"{ours:+.1%} / {known:+.1%} | {self.repaired} |"
+            f"| {self.peer} | {self.figures(truth, result)} | {ours:+.1%} / {known:+.1%} | {self.repaired} |"
         )
 
     def check_every_shape(self) -> None:
@@ -201,10 +207,11 @@ class Measured:
 
     def check_sequential(self, model_tolerance: float = 0.10, tools_tolerance: float = 0.10) -> None:
         """The issue's accuracy bars on every sequential task: model and tools ±10%, what-if ±5 points."""
-        for truth, result in self.pairs("sequential"):
-            assert self.model_ms(result) == pytest.approx(truth.model_ms, rel=model_tolerance), self.row()
+        for n, (truth, result) in enumerate(self.pairs("sequential")):
+            figures = f"sequential task {n}: {self.figures(truth, result)}; first task's row: {self.row()}"
+            assert self.model_ms(result) == pytest.approx(truth.model_ms, rel=model_tolerance), figures
             assert self.tools_ms(result) == pytest.approx(sum(truth.tools.values()), rel=tools_tolerance), (
-                self.row()
+                figures
             )
             # A task is no longer than the run that made it; LangChain's tracers stamp a run's end in a
             # callback, which lags a little on a loaded machine, hence the slack.
@@ -269,14 +276,15 @@ def measure(
 ) -> Measured:
     """Run each task shape once through ``run``, ``export`` the peer's trace to a file, read it back."""
     truths = []
-    for shape in shapes:
-        server = providers.for_shape(shape)
-        TOOL_MS.clear()
-        first = len(server.served)
-        t0 = time.perf_counter()
-        run(shape, server.base_url)
-        wall = (time.perf_counter() - t0) * 1000
-        truths.append(Truth(shape, wall, list(server.served[first:]), dict(TOOL_MS)))
+    with session_heap_frozen():
+        for shape in shapes:
+            server = providers.for_shape(shape)
+            TOOL_MS.clear()
+            first = len(server.served)
+            t0 = time.perf_counter()
+            run(shape, server.base_url)
+            wall = (time.perf_counter() - t0) * 1000
+            truths.append(Truth(shape, wall, list(server.served[first:]), dict(TOOL_MS)))
     path = export(tmp_path)
     with Store(None) as store:
         summary = ingest(store, [path])
