@@ -49,6 +49,9 @@ LONG_LINE_BYTES = 8 << 20
 ROUTED_MARKERS = (b"kvlistValue", b"bytesValue", b"instrumentationLibrary", b"\\u000", b"\\u001")
 """Lines containing these go to the Python reader: value kinds and legacy keys the query does not read,
 and escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes ``\\u001f``."""
+_ESCAPE_PREFIX = b"\\u00"
+"""What the escaped control characters' markers begin with: a block without it (most have not even a
+backslash, which one ``memchr`` finds) is not scanned for them one by one."""
 
 _PRIMITIVE = {
     "stringValue": "VARCHAR",
@@ -328,7 +331,8 @@ def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) 
 def _routed_before_parsing(first: int, block: list[bytes], whole: bytes) -> set[int]:
     """Lines that are blank, too long, or carry a marker of what the query does not read
     (``whole`` is the block's lines joined)."""
-    markers = [marker for marker in ROUTED_MARKERS if marker in whole]  # usually none: one scan a block
+    escapes = b"\\" in whole and _ESCAPE_PREFIX in whole
+    markers = [m for m in ROUTED_MARKERS if (escapes or not m.startswith(_ESCAPE_PREFIX)) and m in whole]
     return {
         first + i
         for i, line in enumerate(block)
