@@ -101,10 +101,15 @@ class Trace:
         """
         kind = self.kind
         operation = self.batch["operation"]
-        explicit = self._outermost(lambda i: kind[i] == "task")
+        # A walk only where the kind occurs at all (a scan of the list in C): most traces have no task span.
+        explicit = self._outermost(lambda i: kind[i] == "task") if "task" in kind else []
         if explicit:
             return explicit
-        agents = self._outermost(lambda i: kind[i] == "agent" and operation[self.rows[i]] != "create_agent")
+        agents = (
+            self._outermost(lambda i: kind[i] == "agent" and operation[self.rows[i]] != "create_agent")
+            if "agent" in kind
+            else []
+        )
         if agents:
             by_root: dict[int, list[int]] = {}
             for agent in agents:
