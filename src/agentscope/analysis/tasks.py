@@ -242,7 +242,7 @@ def _simulate_distinct(
     inference; a task without any is simulated once for both.
     """
     keys = sorted({key for mix in (*mixes.values(), *between.values()) for key, _ in mix})
-    signatures = [tuple(table[key] for key in keys) for table in tables]
+    signatures = [tuple(map(table.__getitem__, keys)) for table in tables]
     distinct = list(dict.fromkeys(signatures))
     if len(distinct) == len(tables):
         return simulate(trace, task, mixes, leaves, tables, between)
