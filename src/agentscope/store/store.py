@@ -1,7 +1,7 @@
 """A DuckDB file of spans: open it, write batches, count what is in it.
 
-Writing is ``INSERT OR IGNORE`` of whole Arrow batches: a batch lands whole or
-not at all, and a span already stored is left as it was.
+Writing stores whole Arrow batches, as ``INSERT OR IGNORE`` would: a batch lands
+whole or not at all, and a span already stored is left as it was.
 """
 
 from __future__ import annotations
