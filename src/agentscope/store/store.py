@@ -23,10 +23,9 @@ DEFAULT_STORE = "agentscope.duckdb"
 STORE_ENV = "AGENTSCOPE_STORE"
 
 
-_INSERT_NEW = (
-    f"INSERT INTO spans ({', '.join(COLUMN_NAMES)}) SELECT {', '.join(COLUMN_NAMES)} FROM agentscope_batch"
-)
-_INSERT = _INSERT_NEW.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+_COLUMNS = ", ".join(COLUMN_NAMES)
+_INSERT_NEW = f"INSERT INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_batch"
+_INSERT = f"INSERT OR IGNORE INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_batch"
 _CONFLICTS = """
 SELECT b.trace_id, b.span_id FROM agentscope_batch b JOIN spans s USING (trace_id, span_id)
 WHERE s.start_ns <> b.start_ns OR s.end_ns <> b.end_ns OR s.name <> b.name
@@ -132,9 +131,8 @@ class Store:
         self.con.execute(f"ATTACH '{quoted}' AS agentscope_other (READ_ONLY)")
         try:
             read = int(self.scalar("SELECT count(*) FROM agentscope_other.spans"))
-            columns = ", ".join(COLUMN_NAMES)
             self.con.execute(
-                f"INSERT OR IGNORE INTO spans ({columns}) SELECT {columns} FROM agentscope_other.spans"
+                f"INSERT OR IGNORE INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_other.spans"
             ).fetchall()
             traces = [
                 row[0]
