@@ -177,6 +177,21 @@ def test_ingest_is_idempotent_and_spans_may_precede_their_parent(tmp_path):
     assert json.loads(result.stdout)["tasks"]["count"] == 1
 
 
+def test_another_store_file_is_merged_in_once(tmp_path):
+    source = tmp_path / "trace.jsonl"
+    source.write_text(dumps(agent_trace_otlp()) + "\n" + dumps(agent_trace_otlp("2" * 32)) + "\n")
+    other, path = tmp_path / "other.duckdb", tmp_path / "store.duckdb"
+    with Store(other) as store:
+        assert ingest(store, [source]).stored == 6
+    with Store(path) as store:
+        assert ingest(store, [source]).stored == 6
+        store.con.execute("DELETE FROM spans WHERE trace_id = ?", ["2" * 32]).fetchall()  # one trace stays
+        merged = ingest(store, [other])
+        assert merged.formats == {"store": 1}
+        assert (merged.spans_read, merged.stored, merged.already_stored) == (6, 3, 3)
+        assert store.span_count() == 6 and store.trace_count() == 2
+
+
 BAD_LINES = [
     ("{not json", "invalid JSON"),
     (dumps(otlp_request([otlp_span(T1, "2" * 16, None, "x", 0, 1)]) | {"resourceSpans": "oops"}), None),
