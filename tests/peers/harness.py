@@ -224,8 +224,9 @@ class Measured:
 
     def check_streamed(self) -> None:
         """A streamed call's model time to the same ±10% (the first token splits it, where recorded)."""
-        for truth, result in self.pairs("streamed"):
-            assert self.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10), self.row()
+        for n, (truth, result) in enumerate(self.pairs("streamed")):
+            figures = f"streamed task {n}: {self.figures(truth, result)}; parts: {result.components}"
+            assert self.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10), figures
 
     def check_hidden_retries(self) -> None:
         """The 429 task, where the peer records no attempt: the SDK retries inside the span the peer

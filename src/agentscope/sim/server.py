@@ -455,11 +455,21 @@ async def _paced(words: list[str], decode_ms: float) -> AsyncIterator[str]:
 async def _then(
     chunks: AsyncIterator[bytes], done: Callable[[], None], finally_: Callable[[], None] = lambda: None
 ) -> AsyncIterator[bytes]:
-    """``chunks``, then ``done()`` once they are all sent; ``finally_()`` however the stream ends."""
+    """``chunks``, with ``done()`` called as the last is handed over; ``finally_()`` however the stream ends.
+
+    Before the last rather than after it: a client that has read the whole stream then finds the
+    request recorded, where after it the record waits for the server to ask for a chunk past the end,
+    which on a loaded machine comes later than the client's next step.
+    """
     try:
+        last = None
         async for chunk in chunks:
-            yield chunk
+            if last is not None:
+                yield last
+            last = chunk
         done()
+        if last is not None:
+            yield last
     finally:
         finally_()
 
@@ -542,7 +552,7 @@ class Served(NamedTuple):
 
     arrival_ns: int
     end_ns: int
-    """When the last byte of the answer was handed to the server (streams: after the last chunk)."""
+    """When the last byte of the answer was handed to the server (streams: as the last chunk is)."""
     status: int
 
     @property
