@@ -24,6 +24,9 @@ from agentscope.analysis.targets import target_overrides
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import reductions, simulate
 
+ScaleCache = dict[tuple[int, ...], dict[Mix, list[float]]]
+"""Per subset of a batch's reduction tables (their positions), the scale vectors of the mixes met."""
+
 
 @dataclass(slots=True)
 class TaskResult:
@@ -148,10 +151,12 @@ def explain(
     *,
     tables: Sequence[Mapping[str, float]] | None = None,
     targets: Sequence[CandidateProfile] = (),
+    scale_cache: ScaleCache | None = None,
 ) -> TraceExplanation:
     """Critical path, mixes and attribution of one task, re-simulated under each variant.
 
-    ``tables`` are ``whatif.reductions(variants)``, passed in when explaining many tasks.
+    ``tables`` are ``whatif.reductions(variants)`` and ``scale_cache`` an empty dict,
+    both passed in (the same each time) when explaining many tasks.
     Each of ``targets`` adds one more new duration after the variants' (DESIGN §12).
     """
     spans = trace.descendants(task)
@@ -219,7 +224,7 @@ def explain(
     )
     if variants:
         result.whatif_ns = _simulate_distinct(
-            trace, task, mixes, leaves, tables or reductions(variants), between
+            trace, task, mixes, leaves, tables or reductions(variants), between, scale_cache
         )
     if targets:
         overrides, result.calls_without_tokens = target_overrides(trace, spans, mixes, provider_side, targets)
@@ -235,19 +240,23 @@ def _simulate_distinct(
     leaves: set[int],
     tables: Sequence[Mapping[str, float]],
     between: dict[int, Mix],
+    scale_cache: ScaleCache | None = None,
 ) -> list[float]:
     """Simulate only the variants that differ for this task's components.
 
     A pessimistic variant differs from its optimistic twin only in unsplit
-    inference; a task without any is simulated once for both.
+    inference; a task without any is simulated once for both.  ``scale_cache``
+    keeps, per subset of ``tables`` simulated, the scale vectors of the mixes met.
     """
     keys = sorted({key for mix in (*mixes.values(), *between.values()) for key, _ in mix})
     signatures = [tuple(map(table.__getitem__, keys)) for table in tables]
     distinct = list(dict.fromkeys(signatures))
+    chosen = tuple(signatures.index(signature) for signature in distinct)
+    known = None if scale_cache is None else scale_cache.setdefault(chosen, {})
     if len(distinct) == len(tables):
-        return simulate(trace, task, mixes, leaves, tables, between)
-    first = {signature: tables[signatures.index(signature)] for signature in distinct}
-    durations = simulate(trace, task, mixes, leaves, [first[sig] for sig in distinct], between)
+        return simulate(trace, task, mixes, leaves, tables, between, known=known)
+    subset = [tables[i] for i in chosen]
+    durations = simulate(trace, task, mixes, leaves, subset, between, known=known)
     by_signature = dict(zip(distinct, durations, strict=True))
     return [by_signature[signature] for signature in signatures]
 
@@ -270,6 +279,7 @@ def analyze(
     """
     batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
     tables = reductions(variants)
+    scale_cache: ScaleCache = {}
     results = []
     with collector_paused():
         for rows in batch.traces():
@@ -277,7 +287,10 @@ def analyze(
             for task in trace.tasks():
                 if task_name is not None and task_name_of(trace, task) != task_name:
                     continue
-                results.append(explain(trace, task, variants, tables=tables, targets=targets).result)
+                explained = explain(
+                    trace, task, variants, tables=tables, targets=targets, scale_cache=scale_cache
+                )
+                results.append(explained.result)
     return results
 
 

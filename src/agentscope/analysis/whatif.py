@@ -67,23 +67,27 @@ def simulate(
     tables: Sequence[Mapping[str, float]],
     between: Mapping[int, Mix] | None = None,
     overrides: Mapping[int, Sequence[float | None]] | None = None,
+    known: dict[Mix, list[float]] | None = None,
 ) -> list[float]:
     """The task's new duration (ns) under each variant, given its ``reductions`` tables.
 
     ``between`` gives, for some spans, the mix of their time between two children;
     ``overrides`` gives, for some spans, the new time per old time of their own mix
     in some variants (None: the variant's table decides) — a candidate profile's
-    prediction of an LLM call (DESIGN §12).
+    prediction of an LLM call (DESIGN §12).  ``known`` holds the scale vectors of
+    mixes under these same ``tables``, filled as the walk meets new ones: the
+    tasks of a batch share most of their mixes, so one dict passed to each of
+    their calls computes each vector once.
     """
     start, end, children = trace.start, trace.end, trace.children
-    by_mix: dict[int, list[float]] = {}
+    by_mix: dict[Mix, list[float]] = {} if known is None else known
     between = between or {}
     overrides = overrides or {}
 
     def scales_of(mix: Mix) -> list[float]:
-        vector = by_mix.get(id(mix))
+        vector = by_mix.get(mix)
         if vector is None:
-            vector = by_mix[id(mix)] = [scale(mix, table) for table in tables]
+            vector = by_mix[mix] = [scale(mix, table) for table in tables]
         return vector
 
     def scales(i: int) -> list[float]:
@@ -171,7 +175,7 @@ def simulate(
                 length = child_end - child_start
                 # Most leaves share a mix already scaled: look it up without the call, unless a
                 # candidate's override may replace it.
-                own = by_mix.get(id(mixes[child])) if not overrides else None
+                own = by_mix.get(mixes[child]) if not overrides else None
                 if own is None:
                     own = scales(child)
                 new_end = [n + gap * s + length * c for n, s, c in zip(base, g, own)]
