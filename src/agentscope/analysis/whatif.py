@@ -83,11 +83,15 @@ def simulate(
     by_mix: dict[Mix, list[float]] = {} if known is None else known
     between = between or {}
     overrides = overrides or {}
+    unit = by_mix.setdefault((), [1.0] * len(tables))
+    """The empty mix scales by 1 in every variant; every vector of all ones is this one object, so a
+    span that no variant changes is recognised by identity."""
 
     def scales_of(mix: Mix) -> list[float]:
         vector = by_mix.get(mix)
         if vector is None:
-            vector = by_mix[mix] = [scale(mix, table) for table in tables]
+            vector = [scale(mix, table) for table in tables]
+            by_mix[mix] = vector = unit if vector == unit else vector
         return vector
 
     def scales(i: int) -> list[float]:
@@ -178,7 +182,10 @@ def simulate(
                 own = by_mix.get(mixes[child]) if not overrides else None
                 if own is None:
                     own = scales(child)
-                new_end = [n + gap * s + length * c for n, s, c in zip(base, g, own)]
+                if own is unit and g is unit:  # the same sums as below, without multiplying by one
+                    new_end = [n + gap + length for n in base]
+                else:
+                    new_end = [n + gap * s + length * c for n, s, c in zip(base, g, own)]
                 heapq.heappush(heap, (child_end, child_start, child, new_end))
             continue
         frames.pop()
