@@ -290,9 +290,9 @@ def span_mixes(trace: Trace, spans: Sequence[int]) -> Mixes:
             leaves.add(i)
             continue
         k = kind[i]
-        duration = trace.end[i] - trace.start[i]
         if p != -1 and kind[p] == "llm" and (k == "http" or providers.get(p) == i):
             # The call's transport, or the provider's own span of it: split like the call.
+            duration = trace.end[i] - trace.start[i]
             mixes[i] = _as_mix(llm_components(trace, p, duration, 0, providers.get(p)), mixes.get(parent[p]))
             leaves.add(i)
         elif k == "llm":
