@@ -41,8 +41,8 @@ class Trace:
         parent_ids = batch["parent_id"]
         starts, ends, kinds = batch["start_ns"], batch["end_ns"], batch["kind"]
         local = {span_ids[row]: i for i, row in enumerate(rows)}
-        trace.start = [starts[row] for row in rows]
-        trace.end = [max(ends[row], starts[row]) for row in rows]
+        trace.start = start = [starts[row] for row in rows]
+        trace.end = [e if e > s else s for s, e in zip(start, [ends[row] for row in rows])]
         trace.kind = [kinds[row] or "step" for row in rows]
         labels, names = batch["label"], batch["name"]
         trace.label = [labels[row] or names[row] or "" for row in rows]
