@@ -5,6 +5,7 @@ The only place the analysis stage touches I/O; everything it calls is pure.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 from collections import deque
@@ -39,6 +40,17 @@ def default_workers(store: Store) -> int:
     return (os.cpu_count() or 1) if store.span_count() >= PARALLEL_MIN_SPANS else 1
 
 
+_FIELDS = tuple(f.name for f in dataclasses.fields(TaskResult))
+
+
+def _analyze_by_field(batch: Any, variants: Sequence[Mapping[str, float]], **options: Any) -> list[list[Any]]:
+    """``analyze`` in a worker process, its results sent back as one list per ``TaskResult`` field (in
+    field order, so ``map(TaskResult, *fields)`` rebuilds them): lists pickle in C, a dataclass per task
+    through Python, and the lists take a third less time each way."""
+    results = analyze(batch, variants, **options)
+    return [[getattr(result, name) for result in results] for name in _FIELDS]
+
+
 def task_results(
     store: Store,
     variants: Sequence[Mapping[str, float]] = (),
@@ -69,12 +81,14 @@ def task_results(
             pending: deque[Future[list[TaskResult]]] = deque()
             for batch in span_batches(store, selection):
                 pending.append(
-                    pool.submit(analyze, batch, variants, task_name=name, repair=repair, targets=targets)
+                    pool.submit(
+                        _analyze_by_field, batch, variants, task_name=name, repair=repair, targets=targets
+                    )
                 )
                 while len(pending) > workers:
-                    results.extend(pending.popleft().result())
+                    results.extend(map(TaskResult, *pending.popleft().result()))
             while pending:
-                results.extend(pending.popleft().result())
+                results.extend(map(TaskResult, *pending.popleft().result()))
     if selection:
         results = [r for r in results if selection.admits(r.name, r.start_ns)]
     return results
