@@ -1,6 +1,7 @@
 """Blame throughput: a store of agent-shaped traces, analysed end to end with the default scenarios.
 
     python benchmarks/blame_throughput.py [--traces 50000] [--shapes rich minimal]
+        [--baseline-python /path/to/venv/bin/python --repeat 5]
 
 Each trace is one task of 20 spans.  ``rich`` (the default) is ``shapes.py``'s
 attribute-rich agent trace (LLM calls with model, provider, tokens and finish
@@ -12,6 +13,12 @@ and short attributes.  For each, a fresh process runs ``agentscope blame --store
 --format json`` from start to the JSON printed (the whole-process figure), and
 another the same loop with timers around the SQL fetch, the analysis and the
 aggregation; peak RSS is of the process tree.
+
+With ``--baseline-python`` (the interpreter of another checkout's install, e.g.
+``git worktree add /tmp/before REV && python -m venv /tmp/venv-before &&
+/tmp/venv-before/bin/pip install -e /tmp/before``), the whole-process figure is
+taken ``--repeat`` times for each, alternating on the same store, and a table
+gives the medians, their ratio and whether the two printed the same JSON.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -235,12 +243,31 @@ def run(code: str, *args: str) -> str:
     ).stdout
 
 
+def alternate(baseline_python: str, store: Path, repeat: int) -> tuple[float, float, bool]:
+    """Median whole-process seconds of the baseline's blame and this one's, run in turn on ``store``;
+    and whether every run printed the same JSON."""
+    times: dict[str, list[float]] = {baseline_python: [], sys.executable: []}
+    outputs = set()
+    for _ in range(repeat):
+        for python in times:
+            out, whole, _ = proctree.measure(
+                [python, "-m", "agentscope.cli", "blame", "--store", str(store), "--format", "json"]
+            )
+            times[python].append(whole)
+            outputs.add(out)
+    before, after = (statistics.median(times[python]) for python in (baseline_python, sys.executable))
+    return before, after, len(outputs) == 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=int, default=50_000)
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    parser.add_argument("--baseline-python", help="an interpreter with the baseline installed")
+    parser.add_argument("--repeat", type=int, default=5, help="whole-process runs each, with a baseline")
     args = parser.parse_args()
     rows = []
+    against = []
     for shape in args.shapes:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "bench.duckdb"
@@ -253,6 +280,8 @@ def main() -> None:
             sql = float(run(SQL_ONLY, str(path)))
             measured = {w: json.loads(run(MEASURE, str(path), str(w))) for w in (1, os.cpu_count() or 1)}
             rows.append((shape, spans, whole, tree_mb, json.loads(out)["verdict"], sql, measured))
+            if args.baseline_python:
+                against.append((shape, spans, *alternate(args.baseline_python, path, args.repeat)))
     print("\n`agentscope blame --store --format json`, process start to JSON printed (default scenarios)")
     print("| shape | spans | seconds | spans/s | peak RSS, process tree (MB) |")
     print("|---|---:|---:|---:|---:|")
@@ -273,6 +302,20 @@ def main() -> None:
             )
     for shape, _, _, _, verdict, _, _ in rows:
         print(f"{shape}: {verdict}")
+    if against:
+        print(
+            f"\nwhole process, {args.repeat} runs each alternating, medians: baseline {args.baseline_python}"
+        )
+        print(
+            "| shape | spans | baseline (s) | this (s) | baseline spans/s | this spans/s "
+            "| speedup | same JSON |"
+        )
+        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        for shape, spans, before, after, same in against:
+            print(
+                f"| {shape} | {spans:,} | {before:.2f} | {after:.2f} | {spans / before:,.0f} | "
+                f"{spans / after:,.0f} | {before / after:.2f}× | {'yes' if same else 'NO'} |"
+            )
 
 
 if __name__ == "__main__":
