@@ -15,12 +15,11 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from agentscope.cli.budget_markdown import budget_markdown
 from agentscope.cli.compare_render import compare_markdown, print_compare
-from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
 from agentscope.cli.render import blame_markdown, print_blame, probe_table
 from agentscope.cli.spark_blame import SparkProblem, blame_parquet
 from agentscope.cli.waterfall import waterfall
@@ -41,14 +40,15 @@ from agentscope.analysis.whatif import Scenario
 from agentscope.budget.catalog import CatalogError
 from agentscope.budget.catalog import load as load_catalog
 from agentscope.budget.pipeline import budget_store
-from agentscope.ingest import IngestSummary
-from agentscope.ingest.receiver import DEFAULT_MAX_BODY, Receiver
-from agentscope.ingest.sources import DUCKDB_MAGIC
+from agentscope.ingest.limits import DEFAULT_MAX_BODY
 from agentscope.store import Store, StoreError, default_store_path
 from agentscope.store.query import PROBE_SERVICE, llm_token_counts
 from agentscope.store.selection import Selection, SelectionError
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import is_interrupt
+
+if TYPE_CHECKING:
+    from agentscope.ingest import IngestSummary
 
 app = typer.Typer(
     name="agentscope",
@@ -121,6 +121,8 @@ def open_store(paths: list[Path] | None, store: Path | None, console: Console) -
 
 
 def _ingest(target: Store | SharedStore, paths: list[Path], console: Console) -> IngestSummary:
+    from agentscope.cli.ingesting import ingest_with_progress, print_problems
+
     try:
         summary = ingest_with_progress(target, paths, console)
     except StoreError as exc:
@@ -132,6 +134,8 @@ def _ingest(target: Store | SharedStore, paths: list[Path], console: Console) ->
 
 
 def _is_store_file(path: Path) -> bool:
+    from agentscope.ingest.sources import DUCKDB_MAGIC
+
     try:
         with path.open("rb") as handle:
             return handle.read(12)[8:12] == DUCKDB_MAGIC
@@ -250,6 +254,8 @@ def ingest_command(
     store: StoreOption = None,
 ) -> None:
     """Load trace files into the store; exit 2 if any input was bad (the good spans are kept)."""
+    from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
+
     target = store if store is not None else Path(default_store_path())
     console = Console(stderr=True)
     try:
@@ -343,6 +349,8 @@ def serve(
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces, protobuf or JSON) into the store."""
     import uvicorn
+
+    from agentscope.ingest.receiver import Receiver
 
     if not is_loopback(host) and not token:
         raise fail(

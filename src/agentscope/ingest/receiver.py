@@ -38,13 +38,13 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from agentscope.ingest import otlp
+from agentscope.ingest.limits import DEFAULT_MAX_BODY
 from agentscope.ingest.records import Record
 from agentscope.sdk._safety import report
 from agentscope.store.schema import rows_to_table
 from agentscope.store.shared import SharedStore, StoreBusy
 from agentscope.store.store import Store
 
-DEFAULT_MAX_BODY = 16 * 1024 * 1024
 STORE_WAIT_S = 5.0
 """How long one write waits for the store file before its batch goes to the spool."""
 PROTOBUF = "application/x-protobuf"
