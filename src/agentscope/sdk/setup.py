@@ -26,7 +26,6 @@ from agentscope.sdk.instrumentation import instrument as instrument_libraries
 from agentscope.sdk.otlp_json import JsonLinesSpanExporter
 from agentscope.sdk.state import STATE, TRACER_NAME, Router
 from agentscope.store.store import DEFAULT_STORE, default_store_path
-from agentscope.store.writer import StoreSpanProcessor
 
 
 class ReportingBatchSpanProcessor(BatchSpanProcessor):
@@ -92,6 +91,9 @@ def init(
             atexit.register(shutdown)
         processors: list[SpanProcessor] = []
         if store is not None:
+            # Here, not at the top: the store's writer reports through this package (a cycle).
+            from agentscope.store.writer import StoreSpanProcessor
+
             path = default_store_path() if str(store) == DEFAULT_STORE else Path(store)
             processors.append(StoreSpanProcessor(path))
         if otlp_endpoint:
