@@ -6,12 +6,14 @@ import math
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_attribution import random_trees
 from tracebuild import MS, span, trace
+from whatif_walk import walk
 
 from agentscope.analysis import KEYS
 from agentscope.analysis.tasks import explain
-from agentscope.analysis.whatif import Scenario
+from agentscope.analysis.whatif import Job, Scenario, reductions, simulate_batch
 
 
 def new_ms(t, *variants) -> list[float]:
@@ -109,6 +111,20 @@ def test_a_call_cut_by_its_parent_is_blamed_and_simulated_alike():
     assert result.whatif_ns == [pytest.approx(result.duration_ns / 3.6)]
 
 
+def test_the_wait_between_attempts_is_backoff_and_keeps_its_time():
+    """A 429, 300 ms of backoff inside the call, the retry: infinitely fast inference removes the retry's
+    600 ms of model time, not the failed attempt's nor the wait between them."""
+    t = trace(
+        span("T", None, "task", 0, 1000),
+        span("L", "T", "llm", 0, 1000),
+        span("H1", "L", "http", 0, 100, status="ERROR", http_status=429),
+        span("H2", "L", "http", 400, 1000),
+    )
+    categories = dict(zip(KEYS, explain(t, 0).result.components, strict=True))
+    assert categories["retry.backoff"] == 300 * MS and categories["retry.failed"] == 100 * MS
+    assert new_ms(t, {"inference": math.inf}) == [pytest.approx(400)]
+
+
 @settings(max_examples=300, deadline=None)
 @given(random_trees())
 def test_properties_hold_for_every_trace(spans):
@@ -124,3 +140,26 @@ def test_properties_hold_for_every_trace(spans):
         assert got <= result.duration_ns + 1e-3
     assert result.duration_ns - faster <= categories["inference"] * (1 - 1 / 3.6) + 1_000
     assert result.duration_ns - infinite <= categories["inference"] + 1_000
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_the_batch_simulation_gives_what_a_walk_span_by_span_gives(data):
+    """Several random traces in one batch, some spans handed off (CONSUMER under PRODUCER), some LLM
+    calls' scales replaced as a candidate profile does: each task's new durations are the walk's."""
+    scenarios = [Scenario("a", {"inference": 3.6}), Scenario("b", {"tool": 2, "db": 5, "inference": 1.7})]
+    variants = [{}, *(v for s in scenarios for v in (s.speedups, s.pessimistic)), {"inference": math.inf}]
+    tables = reductions(variants)
+    jobs = []
+    for spans in data.draw(st.lists(random_trees(), min_size=1, max_size=4)):
+        for row in spans[1:]:
+            row["span_kind"] = data.draw(st.sampled_from(["INTERNAL", "INTERNAL", "PRODUCER", "CONSUMER"]))
+        e = explain(trace(*spans), 0)
+        llm = [i for i in e.mixes if e.trace.kind[i] == "llm"]
+        predicted = data.draw(st.sampled_from([None, 0.25, 2.0]))
+        overrides = {i: [predicted, *[None] * (len(tables) - 1)] for i in llm} if predicted else None
+        jobs.append(Job(e.trace, e.task, e.mixes, e.leaves, e.between, overrides))
+    batch = simulate_batch(jobs, tables)
+    for job, got in zip(jobs, batch, strict=True):
+        expected = walk(job.trace, job.task, job.mixes, job.leaves, tables, job.between, job.overrides)
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-3)

@@ -3,9 +3,9 @@
 For every LLM call with both token counts, its recorded time — its own time and
 its successful transport (the HTTP attempt, the provider's own span), not failed
 attempts or backoff — is replaced by the profile's prediction from its tokens.
-``whatif.simulate`` then keeps the happens-before rules: whatever waited for the
-call moves with it, parallel calls stay parallel.  A call without token counts
-keeps its time and is counted.
+The what-if simulation (``whatif.simulate_batch``) then keeps the happens-before
+rules: whatever waited for the call moves with it, parallel calls stay parallel.
+A call without token counts keeps its time and is counted.
 
 Limit: the time a caller spent between a stream's chunks (outside the stream's
 iterator) is scaled with the call.

@@ -22,10 +22,7 @@ from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.repair import Repair
 from agentscope.analysis.targets import target_overrides
 from agentscope.analysis.trace import Trace
-from agentscope.analysis.whatif import reductions, simulate
-
-ScaleCache = dict[tuple[int, ...], dict[Mix, list[float]]]
-"""Per subset of a batch's reduction tables (their positions), the scale vectors of the mixes met."""
+from agentscope.analysis.whatif import Job, Resimulation, reductions
 
 
 @dataclass(slots=True)
@@ -74,6 +71,10 @@ class TraceExplanation:
     result: TaskResult
     is_task: bool = True
     """False when the trace holds no task and its root is explained instead."""
+    leaves: set[int] = field(default_factory=set)
+    """Spans whose subtree takes their mix (``attribution.Mixes.leaves``)."""
+    provider_side: set[int] = field(default_factory=set)
+    """Spans the provider recorded of an LLM call (``attribution.Mixes.provider_side``)."""
 
     def segment_mix(self, span: int, a: int, b: int) -> Mix:
         """The mix of the critical-path segment ``[a, b]`` on ``span``, as the attribution counted it."""
@@ -151,14 +152,50 @@ def explain(
     *,
     tables: Sequence[Mapping[str, float]] | None = None,
     targets: Sequence[CandidateProfile] = (),
-    scale_cache: ScaleCache | None = None,
 ) -> TraceExplanation:
     """Critical path, mixes and attribution of one task, re-simulated under each variant.
 
-    ``tables`` are ``whatif.reductions(variants)`` and ``scale_cache`` an empty dict,
-    both passed in (the same each time) when explaining many tasks.
+    ``tables`` are ``whatif.reductions(variants)``, if computed already.
     Each of ``targets`` adds one more new duration after the variants' (DESIGN §12).
     """
+    explanation = _attributed(trace, task)
+    gathered = _Resimulated(tables or reductions(variants), targets)
+    gathered.add(explanation)
+    gathered.finish()
+    return explanation
+
+
+class _Resimulated:
+    """Explained tasks gathered for their what-if durations: under each variant, then on each target."""
+
+    def __init__(self, tables: Sequence[Mapping[str, float]], targets: Sequence[CandidateProfile]) -> None:
+        self.results: list[TaskResult] = []
+        self.variants = Resimulation(tables) if tables else None
+        self.targets = targets
+        self.on_targets = Resimulation(reductions([{}]) * len(targets)) if targets else None
+
+    def add(self, e: TraceExplanation) -> None:
+        self.results.append(e.result)
+        if self.variants is not None:
+            self.variants.add(Job(e.trace, e.task, e.mixes, e.leaves, e.between))
+        if self.on_targets is not None:
+            spans = e.trace.descendants(e.task)
+            overrides, e.result.calls_without_tokens = target_overrides(
+                e.trace, spans, e.mixes, e.provider_side, self.targets
+            )
+            self.on_targets.add(Job(e.trace, e.task, e.mixes, e.leaves, e.between, overrides))
+
+    def finish(self) -> list[TaskResult]:
+        """The results, each with its ``whatif_ns`` set."""
+        for simulation in (self.variants, self.on_targets):
+            if simulation is not None:
+                for result, durations in zip(self.results, simulation.durations(), strict=True):
+                    result.whatif_ns = result.whatif_ns + durations
+        return self.results
+
+
+def _attributed(trace: Trace, task: int) -> TraceExplanation:
+    """Critical path, mixes and attribution of one task, without re-simulating it."""
     spans = trace.descendants(task)
     mixes, leaves, between, provider_side = span_mixes(trace, spans)
     segments = critical_path(trace, task)
@@ -222,43 +259,9 @@ def explain(
         models=models,
         repaired=repaired,
     )
-    if variants:
-        result.whatif_ns = _simulate_distinct(
-            trace, task, mixes, leaves, tables or reductions(variants), between, scale_cache
-        )
-    if targets:
-        overrides, result.calls_without_tokens = target_overrides(trace, spans, mixes, provider_side, targets)
-        unchanged = reductions([{}]) * len(targets)
-        result.whatif_ns += simulate(trace, task, mixes, leaves, unchanged, between, overrides)
-    return TraceExplanation(trace, task, segments, mixes, between, result)
-
-
-def _simulate_distinct(
-    trace: Trace,
-    task: int,
-    mixes: dict[int, Mix],
-    leaves: set[int],
-    tables: Sequence[Mapping[str, float]],
-    between: dict[int, Mix],
-    scale_cache: ScaleCache | None = None,
-) -> list[float]:
-    """Simulate only the variants that differ for this task's components.
-
-    A pessimistic variant differs from its optimistic twin only in unsplit
-    inference; a task without any is simulated once for both.  ``scale_cache``
-    keeps, per subset of ``tables`` simulated, the scale vectors of the mixes met.
-    """
-    keys = sorted({key for mix in (*mixes.values(), *between.values()) for key, _ in mix})
-    signatures = [tuple(map(table.__getitem__, keys)) for table in tables]
-    distinct = list(dict.fromkeys(signatures))
-    chosen = tuple(signatures.index(signature) for signature in distinct)
-    known = None if scale_cache is None else scale_cache.setdefault(chosen, {})
-    if len(distinct) == len(tables):
-        return simulate(trace, task, mixes, leaves, tables, between, known=known)
-    subset = [tables[i] for i in chosen]
-    durations = simulate(trace, task, mixes, leaves, subset, between, known=known)
-    by_signature = dict(zip(distinct, durations, strict=True))
-    return [by_signature[signature] for signature in signatures]
+    return TraceExplanation(
+        trace, task, segments, mixes, between, result, leaves=leaves, provider_side=provider_side
+    )
 
 
 def analyze(
@@ -278,20 +281,15 @@ def analyze(
     each of ``targets`` appends the task's duration on that candidate to ``whatif_ns``.
     """
     batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
-    tables = reductions(variants)
-    scale_cache: ScaleCache = {}
-    results = []
+    gathered = _Resimulated(reductions(variants), targets)
     with collector_paused():
         for rows in batch.traces():
             trace = Trace.build(batch, rows, repair=repair)
             for task in trace.tasks():
                 if task_name is not None and task_name_of(trace, task) != task_name:
                     continue
-                explained = explain(
-                    trace, task, variants, tables=tables, targets=targets, scale_cache=scale_cache
-                )
-                results.append(explained.result)
-    return results
+                gathered.add(_attributed(trace, task))
+        return gathered.finish()
 
 
 @contextlib.contextmanager

@@ -7,15 +7,22 @@ starts at the same offset into its parent, scaled.  A parent ends after its
 last child that ended inside it, plus the same tail, scaled.  Every gap is the
 parent's own time and scales with the parent's self-time mix.
 
-All scenario variants of a task are simulated in one walk: times are lists with
-one entry per variant.
+All scenario variants of all tasks of a batch are simulated at once, in NumPy:
+a subtree's new duration does not depend on when it starts, so spans are taken
+deepest first, each parent's children in order of start, one child position
+at a time across every parent of that depth; times are arrays with one column
+per variant, relative to the parent's new start.  For a task whose spans all
+sit directly under it, the sums are the ones a walk span by span would make,
+in the same order; deeper, they differ from those in the last bits.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from agentscope.analysis import categories as C
 from agentscope.analysis.attribution import Mix
@@ -59,150 +66,225 @@ def scale(mix: Mix, reduction: Mapping[str, float]) -> float:
     return 1.0 - total
 
 
-def simulate(
-    trace: Trace,
-    task: int,
-    mixes: Mapping[int, Mix],
-    leaves: set[int],
-    tables: Sequence[Mapping[str, float]],
-    between: Mapping[int, Mix] | None = None,
-    overrides: Mapping[int, Sequence[float | None]] | None = None,
-    known: dict[Mix, list[float]] | None = None,
-) -> list[float]:
-    """The task's new duration (ns) under each variant, given its ``reductions`` tables.
+class Job(NamedTuple):
+    """One task to re-simulate: its span mixes (``attribution.span_mixes``) and, for a candidate
+    profile, the new time per old time it predicts for some spans' own mix, per variant (None: the
+    variant's table decides; DESIGN §12)."""
 
-    ``between`` gives, for some spans, the mix of their time between two children;
-    ``overrides`` gives, for some spans, the new time per old time of their own mix
-    in some variants (None: the variant's table decides) — a candidate profile's
-    prediction of an LLM call (DESIGN §12).  ``known`` holds the scale vectors of
-    mixes under these same ``tables``, filled as the walk meets new ones: the
-    tasks of a batch share most of their mixes, so one dict passed to each of
-    their calls computes each vector once.
+    trace: Trace
+    task: int
+    mixes: Mapping[int, Mix]
+    leaves: set[int]
+    """Spans whose subtree takes their mix: simulated as leaves."""
+    between: Mapping[int, Mix]
+    """For some spans, the mix of their own time between two children."""
+    overrides: Mapping[int, Sequence[float | None]] | None = None
+
+
+def simulate_batch(jobs: Sequence[Job], tables: Sequence[Mapping[str, float]]) -> list[list[float]]:
+    """Each job's new duration (ns) under each variant, given the variants' ``reductions`` tables."""
+    batch = Resimulation(tables)
+    for job in jobs:
+        batch.add(job)
+    return batch.durations()
+
+
+class Resimulation:
+    """Tasks gathered for one batch simulation: ``add`` each, then ``durations``.
+
+    A job's trace is copied into flat lists as it is added, so a caller walking
+    a batch trace by trace keeps no trace alive for the simulation's sake.
     """
-    start, end, children = trace.start, trace.end, trace.children
-    by_mix: dict[Mix, list[float]] = {} if known is None else known
-    between = between or {}
-    overrides = overrides or {}
-    unit = by_mix.setdefault((), [1.0] * len(tables))
-    """The empty mix scales by 1 in every variant; every vector of all ones is this one object, so a
-    span that no variant changes is recognised by identity."""
 
-    def scales_of(mix: Mix) -> list[float]:
-        vector = by_mix.get(mix)
-        if vector is None:
-            vector = [scale(mix, table) for table in tables]
-            by_mix[mix] = vector = unit if vector == unit else vector
-        return vector
+    def __init__(self, tables: Sequence[Mapping[str, float]]) -> None:
+        self.tables = tables
+        self._start: list[int] = []
+        self._end: list[int] = []
+        self._parent: list[int] = []
+        """Parent row, or -1: a root, a handoff (a message handed off is not waited on), a task."""
+        self._roots: list[int] = []
+        self._trace: Trace | None = None
+        self._base = 0
+        self._vectors: list[list[float]] = [[1.0] * len(tables)]
+        self._index: dict[Mix, int] = {(): 0}
+        """Mix → its row of the scale table; the empty mix scales by 1 in every variant."""
+        self._own: list[int] = []
+        self._between: dict[int, int] = {}
+        self._leaves: list[int] = []
 
-    def scales(i: int) -> list[float]:
-        """New time per old time of span ``i``'s own mix, per variant."""
-        vector = scales_of(mixes[i])
-        if overrides and i in overrides:
-            return [v if o is None else o for v, o in zip(vector, overrides[i], strict=True)]
-        return vector
+    def _row_of(self, mix: Mix) -> int:
+        row = self._index.get(mix)
+        if row is None:
+            row = self._index[mix] = len(self._vectors)
+            self._vectors.append([scale(mix, table) for table in self.tables])
+        return row
 
-    def child_order(p: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
-        """Children of ``p`` clipped to ``[lo, hi]``, by clipped start: (start, end, child)."""
-        clipped = []
-        for c in children[p]:
-            s, e = start[c], end[c]
-            s = s if s > lo else lo
-            e = e if e < hi else hi
-            if s <= e:
-                clipped.append((s, e, c))
-        clipped.sort()
-        return clipped
+    def add(self, job: Job) -> None:
+        """Gather one task; tasks of one trace are added one after another."""
+        trace = job.trace
+        if trace is not self._trace:
+            base = len(self._start)
+            self._trace, self._base = trace, base
+            self._start += trace.start
+            self._end += trace.end
+            self._parent += [p + base if p >= 0 else -1 for p in trace.parent]
+            self._own += [0] * len(trace)
+            for h in trace.handoffs:
+                self._parent[base + h] = -1
+        base = self._base
+        self._roots.append(base + job.task)
+        self._parent[base + job.task] = -1  # each task is simulated on its own, from its own start
+        own, get = self._own, self._index.get
+        for i, mix in job.mixes.items():
+            row = get(mix)
+            own[base + i] = row if row is not None else self._row_of(mix)
+        self._leaves += [base + i for i in job.leaves]
+        for i, mix in job.between.items():
+            self._between[base + i] = self._row_of(mix)
+        for i, predicted in (job.overrides or {}).items():
+            vector = self._vectors[own[base + i]]
+            own[base + i] = len(self._vectors)
+            self._vectors.append([v if o is None else o for v, o in zip(vector, predicted, strict=True)])
 
-    task_lo, task_hi = start[task], end[task]
-    width = len(tables)
-    # frame: [span, lo, hi, new start, ordered children, position, heap, pool old end, pool new ends, scales]
-    frames = [
-        [
-            task,
-            task_lo,
-            task_hi,
-            [0.0] * width,
-            child_order(task, task_lo, task_hi) if task not in leaves else [],
-            0,
-            [],
-            None,
-            None,
-            scales(task),
-        ]
-    ]
-    result: list[float] = []
-    while frames:
-        frame = frames[-1]
-        p, lo, hi, p_new_start, kids, position, heap, pool_old, pool_new, g = frame
-        if position < len(kids):
-            child_start, child_end, child = kids[position]
-            frame[5] = position + 1
-            while heap and heap[0][0] <= child_start:
-                old_end, sibling_start, _, new_end = heapq.heappop(heap)
-                if pool_old is None or sibling_start >= pool_old:
-                    # Everything pooled ended before this sibling started: all are its
-                    # predecessors, so it ends no earlier than any of them in every variant.
-                    pool_new = new_end
-                else:
-                    pool_new = [b if b > a else a for a, b in zip(pool_new, new_end)]
-                if pool_old is None or old_end > pool_old:
-                    pool_old = old_end
-            frame[7], frame[8] = pool_old, pool_new
-            if pool_new is not None:
-                base, gap = pool_new, child_start - pool_old
-                if p in between:
-                    g = scales_of(between[p])
-            else:
-                base, gap = p_new_start, child_start - lo
-            grandchildren = (
-                child_order(child, child_start, child_end)
-                if children[child] and child not in leaves
-                else None
-            )
-            if grandchildren:
-                new_start = [n + gap * s for n, s in zip(base, g)]
-                frames.append(
-                    [
-                        child,
-                        child_start,
-                        child_end,
-                        new_start,
-                        grandchildren,
-                        0,
-                        [],
-                        None,
-                        None,
-                        scales(child),
-                    ]
-                )
-            else:
-                length = child_end - child_start
-                # Most leaves share a mix already scaled: look it up without the call, unless a
-                # candidate's override may replace it.
-                own = by_mix.get(mixes[child]) if not overrides else None
-                if own is None:
-                    own = scales(child)
-                if own is unit and g is unit:  # the same sums as below, without multiplying by one
-                    new_end = [n + gap + length for n in base]
-                else:
-                    new_end = [n + gap * s + length * c for n, s, c in zip(base, g, own)]
-                heapq.heappush(heap, (child_end, child_start, child, new_end))
-            continue
-        frames.pop()
-        finished = [(old_end, new_end) for old_end, _, _, new_end in heap]
-        if pool_new is not None:
-            finished.append((pool_old, pool_new))
-        if finished:
-            last_old = max(o for o, _ in finished)
-            last_new = finished[0][1]
-            for _, n in finished[1:]:
-                last_new = [b if b > a else a for a, b in zip(last_new, n)]
-            tail = hi - last_old
-            new_end = [n + tail * s for n, s in zip(last_new, g)]
-        else:
-            new_end = [n + (hi - lo) * s for n, s in zip(p_new_start, g)]
-        if frames:
-            heapq.heappush(frames[-1][6], (hi, lo, p, new_end))
-        else:
-            result = new_end
-    return result
+    def durations(self) -> list[list[float]]:
+        """Each added task's new duration (ns) under each variant, in the order added."""
+        if not self._roots or not self.tables:
+            return [[] for _ in self._roots]
+        own = np.array(self._own, dtype=np.int64)
+        between = own.copy()
+        if self._between:
+            between[list(self._between)] = list(self._between.values())
+        leaf = np.zeros(len(own), dtype=bool)
+        leaf[self._leaves] = True
+        roots = np.array(self._roots, dtype=np.int64)
+        spans = _Spans(
+            start=np.array(self._start, dtype=np.int64),
+            end=np.array(self._end, dtype=np.int64),
+            parent=np.array(self._parent, dtype=np.int64),
+            roots=roots,
+            scales=np.array(self._vectors, dtype=np.float64),
+            own=own,
+            between=between,
+            leaf=leaf,
+        )
+        return spans.durations()[roots].tolist()
+
+
+_NO_TIME = np.iinfo(np.int64).min
+
+
+@dataclass
+class _Spans:
+    """The gathered traces as arrays: every span of every trace a task was added from, one row each."""
+
+    start: np.ndarray
+    end: np.ndarray
+    parent: np.ndarray
+    """Parent row, or -1 (a root, a handoff, a task)."""
+    roots: np.ndarray
+    """The tasks' rows."""
+    scales: np.ndarray
+    """One row per distinct mix (and per candidate's prediction): new time per old time, per variant."""
+    own: np.ndarray
+    """Each span's row of ``scales`` for its own time."""
+    between: np.ndarray
+    """Each span's row of ``scales`` for its own time between two children."""
+    leaf: np.ndarray
+    """Spans whose subtree takes their mix."""
+
+    def _depths(self) -> np.ndarray:
+        """Each span's depth under its top (a task, a root, a handoff); -1 inside a parent cycle."""
+        depth = (self.parent >= 0).astype(np.int64)
+        jump = self.parent.copy()
+        for _ in range(len(jump).bit_length() + 1):  # pointer doubling: log2(depth) passes
+            linked = jump >= 0
+            if not linked.any():
+                return depth
+            target = np.where(linked, jump, 0)
+            depth = depth + np.where(linked, depth[target], 0)
+            jump = np.where(linked, jump[target], -1)
+        depth[jump >= 0] = -1
+        return depth
+
+    def durations(self) -> np.ndarray:
+        """New duration of every span the jobs' walks reach, relative to its new start, per variant."""
+        depth = self._depths()
+        parent, leaf = self.parent, self.leaf
+        lo, hi = self.start.copy(), self.end.copy()
+        active = np.zeros(len(lo), dtype=bool)
+        active[self.roots] = True
+        by_depth = np.argsort(depth, kind="stable")
+        edges = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
+        levels = [by_depth[edges[d] : edges[d + 1]] for d in range(1, len(edges) - 1)]
+        for spans in levels:  # clipped to the parent's clipped interval, as the walk sees them
+            above = parent[spans]
+            lo[spans] = np.maximum(lo[spans], lo[above])
+            hi[spans] = np.minimum(hi[spans], hi[above])
+            active[spans] = active[above] & ~leaf[above] & (lo[spans] <= hi[spans])
+        # A span without children in the walk is all its own time.
+        duration = (hi - lo)[:, None] * self.scales[self.own]
+        kids = np.flatnonzero(active & (parent >= 0))
+        if not len(kids):
+            return duration
+        kids = kids[np.lexsort((kids, hi[kids], lo[kids], parent[kids]))]
+        first = np.flatnonzero(np.r_[True, parent[kids][1:] != parent[kids][:-1]])
+        counts = np.diff(np.r_[first, len(kids)])
+        owners = parent[kids[first]]
+        owner_depth = depth[owners]
+        for d in np.unique(owner_depth)[::-1]:  # deepest parents first: their children are done
+            at_depth = np.flatnonzero(owner_depth == d)
+            sizes = np.ceil(np.log2(counts[at_depth])).astype(np.int64)
+            for size in np.unique(sizes):
+                group = at_depth[sizes == size]
+                duration[owners[group]] = self._parents(group, first, counts, kids, owners, lo, hi, duration)
+        return duration
+
+    def _parents(
+        self,
+        group: np.ndarray,
+        first: np.ndarray,
+        counts: np.ndarray,
+        kids: np.ndarray,
+        owners: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        duration: np.ndarray,
+    ) -> np.ndarray:
+        """New durations of the parents ``group`` (positions in ``owners``), from their children's."""
+        count = counts[group]
+        width = int(count.max())
+        position = np.arange(width)
+        valid = position[None, :] < count[:, None]
+        child = kids[np.minimum(first[group][:, None] + position[None, :], len(kids) - 1)]
+        child_lo = lo[child]
+        child_hi = np.where(valid, hi[child], np.iinfo(np.int64).max)
+        # Each row's children by end, then start: the order they join the pool of predecessors.
+        by_end = np.lexsort((np.broadcast_to(position, child.shape), child_hi), axis=1)
+        child_new = duration[child]
+        p = owners[group]
+        own, between = self.scales[self.own[p]], self.scales[self.between[p]]
+        rows = np.arange(len(group))
+        pointer = np.zeros(len(group), dtype=np.int64)
+        pooled = np.zeros(len(group), dtype=bool)
+        pool_old = np.zeros(len(group), dtype=np.int64)
+        pool_new = np.full(own.shape, -np.inf)
+        new_end = np.empty(child_new.shape)
+        for k in range(width):
+            start_k = child_lo[:, k]
+            live = count > k
+            while True:  # predecessors: the earlier children that had ended when this one started
+                candidate = by_end[rows, np.minimum(pointer, width - 1)]
+                joins = live & (pointer < count) & (candidate < k) & (child_hi[rows, candidate] <= start_k)
+                if not joins.any():
+                    break
+                r, c = rows[joins], candidate[joins]
+                pool_old[r] = np.where(pooled[r], np.maximum(pool_old[r], child_hi[r, c]), child_hi[r, c])
+                pool_new[r] = np.maximum(pool_new[r], new_end[r, c])
+                pooled[r] = True
+                pointer[r] += 1
+            after_pool = pool_new + (start_k - pool_old)[:, None] * between
+            from_start = 0.0 + (start_k - lo[p])[:, None] * own
+            new_end[:, k] = np.where(pooled[:, None], after_pool, from_start) + child_new[:, k]
+        last_old = np.where(valid, child_hi, _NO_TIME).max(axis=1)
+        last_new = np.where(valid[:, :, None], new_end, -np.inf).max(axis=1)
+        return last_new + (hi[p] - last_old)[:, None] * own
