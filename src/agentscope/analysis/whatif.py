@@ -14,6 +14,10 @@ at a time across every parent of that depth; times are arrays with one column
 per variant, relative to the parent's new start.  For a task whose spans all
 sit directly under it, the sums are the ones a walk span by span would make,
 in the same order; deeper, they differ from those in the last bits.
+
+Limit: each depth level is a pass of array operations, shared by the whole
+batch, so a batch holding one very deep task pays for its depth: 0.1 s for a
+1,000-deep chain, 2.5 s for a 10,000-deep one (a walk span by span: 0.09 s).
 """
 
 from __future__ import annotations
