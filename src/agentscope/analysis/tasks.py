@@ -159,13 +159,13 @@ def explain(
     Each of ``targets`` adds one more new duration after the variants' (DESIGN §12).
     """
     explanation = _attributed(trace, task)
-    gathered = _Resimulated(tables or reductions(variants), targets)
+    gathered = _WhatIfs(tables or reductions(variants), targets)
     gathered.add(explanation)
     gathered.finish()
     return explanation
 
 
-class _Resimulated:
+class _WhatIfs:
     """Explained tasks gathered for their what-if durations: under each variant, then on each target."""
 
     def __init__(self, tables: Sequence[Mapping[str, float]], targets: Sequence[CandidateProfile]) -> None:
@@ -281,7 +281,7 @@ def analyze(
     each of ``targets`` appends the task's duration on that candidate to ``whatif_ns``.
     """
     batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
-    gathered = _Resimulated(reductions(variants), targets)
+    gathered = _WhatIfs(reductions(variants), targets)
     with collector_paused():
         for rows in batch.traces():
             trace = Trace.build(batch, rows, repair=repair)

@@ -270,7 +270,7 @@ class _Spans:
         rows = np.arange(len(group))
         pointer = np.zeros(len(group), dtype=np.int64)
         pooled = np.zeros(len(group), dtype=bool)
-        pool_old = np.zeros(len(group), dtype=np.int64)
+        pool_old = np.full(len(group), _NO_TIME)
         pool_new = np.full(own.shape, -np.inf)
         new_end = np.empty(child_new.shape)
         for k in range(width):
@@ -282,12 +282,12 @@ class _Spans:
                 if not joins.any():
                     break
                 r, c = rows[joins], candidate[joins]
-                pool_old[r] = np.where(pooled[r], np.maximum(pool_old[r], child_hi[r, c]), child_hi[r, c])
+                pool_old[r] = np.maximum(pool_old[r], child_hi[r, c])
                 pool_new[r] = np.maximum(pool_new[r], new_end[r, c])
                 pooled[r] = True
                 pointer[r] += 1
             after_pool = pool_new + (start_k - pool_old)[:, None] * between
-            from_start = 0.0 + (start_k - lo[p])[:, None] * own
+            from_start = (start_k - lo[p])[:, None] * own
             new_end[:, k] = np.where(pooled[:, None], after_pool, from_start) + child_new[:, k]
         last_old = np.where(valid, child_hi, _NO_TIME).max(axis=1)
         last_new = np.where(valid[:, :, None], new_end, -np.inf).max(axis=1)
