@@ -181,6 +181,42 @@ def test_well_formed_lines_of_every_convention_are_taken_by_duckdb():
     assert "openai.api_key" not in row["attributes"]
 
 
+def test_value_kinds_the_query_does_not_read_send_their_line_to_the_python_reader_without_a_marker():
+    span = {"traceId": TRACE, "name": "a", "startTimeUnixNano": 1, "endTimeUnixNano": 2}
+    kvlist = {"kvlistValue": {"values": [{"key": "n", "value": {"intValue": "1"}}]}}
+    as_bytes = {"bytesValue": "AAE="}
+    where_read = [
+        otlp_request([{**span, "spanId": "2" * 16, "attributes": [{"key": "m", "value": kvlist}]}]),
+        otlp_request([{**span, "spanId": "3" * 16, "attributes": [{"key": "b", "value": as_bytes}]}]),
+        otlp_request(
+            [
+                {
+                    **span,
+                    "spanId": "4" * 16,
+                    "attributes": [{"key": "l", "value": {"arrayValue": {"values": [kvlist]}}}],
+                }
+            ]
+        ),
+    ]
+    in_resource = otlp_request([{**span, "spanId": "5" * 16}])
+    in_resource["resourceSpans"][0]["resource"]["attributes"].append({"key": "host", "value": kvlist})
+    in_an_event = otlp_request(
+        [
+            {
+                **span,
+                "spanId": "6" * 16,
+                "events": [{"name": "e", "attributes": [{"key": "m", "value": kvlist}]}],
+            }
+        ]
+    )
+    fast, python, routed = both_readers([dumps(r) for r in [*where_read, in_resource, in_an_event]])
+    assert routed == [1, 2, 3, 4]
+    assert python[(TRACE, "2" * 16)]["attributes"] == {"m": {"n": 1}}
+    assert python[(TRACE, "3" * 16)]["attributes"] == {"b": "0001"}
+    assert list(fast) == [(TRACE, "6" * 16)]  # neither reader reads an event's attributes
+    assert fast[(TRACE, "6" * 16)] == python[(TRACE, "6" * 16)]
+
+
 def test_lines_the_query_cannot_take_exactly_go_to_the_python_reader():
     good = otlp_request(
         [{"traceId": TRACE, "spanId": "1" * 16, "name": "a", "startTimeUnixNano": 1, "endTimeUnixNano": 2}]

@@ -46,9 +46,12 @@ batch is one small chunk through every operator, and the query's list lambdas co
 as per element, so a batch must hold many spans (a quarter of a megabyte took 40% longer)."""
 LONG_LINE_BYTES = 8 << 20
 """Longer lines go to the Python reader, which cuts oversized values rather than parse them whole."""
-ROUTED_MARKERS = (b"kvlistValue", b"bytesValue", b"instrumentationLibrary", b"\\u000", b"\\u001")
-"""Lines containing these go to the Python reader: value kinds and legacy keys the query does not read,
-and escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes ``\\u001f``."""
+ROUTED_MARKERS = (b"instrumentationLibrary", b"\\u000", b"\\u001")
+"""Lines containing these go to the Python reader: the legacy key of scope spans, which the query does not
+read, and escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes
+``\\u001f``.  Value kinds the query does not read (kvlist, bytes) need no marker: such a value has none of
+the fields the query reads, so its span fails the query's checks and goes to the Python reader anyway,
+at no cost to the blocks that have none (each marker is a scan of the whole block)."""
 _ESCAPE_PREFIX = b"\\u00"
 """What the escaped control characters' markers begin with: a block without it (most have not even a
 backslash, which one ``memchr`` finds) is not scanned for them one by one."""
@@ -302,9 +305,10 @@ def parse_block(con: duckdb.DuckDBPyConnection, first: int, block: list[bytes]) 
     """Rows (in ``spans`` column order) of the lines the query takes exactly; the others' numbers."""
     whole = b"".join(block)
     routed = _routed_before_parsing(first, block, whole)
-    numbers = [first + i for i in range(len(block)) if first + i not in routed]
+    everyone = range(first, first + len(block))
+    numbers = [n for n in everyone if n not in routed] if routed else list(everyone)
     try:
-        texts = [block[n - first] for n in numbers]
+        texts = [block[n - first] for n in numbers] if routed else block
         lines = _lines_table(numbers, texts, whole if not routed else b"".join(texts))
     except pa.ArrowInvalid:  # not UTF-8: the Python reader names the line
         routed.update(n for n in numbers if not _utf8(block[n - first]))
@@ -333,6 +337,13 @@ def _routed_before_parsing(first: int, block: list[bytes], whole: bytes) -> set[
     (``whole`` is the block's lines joined)."""
     escapes = b"\\" in whole and _ESCAPE_PREFIX in whole
     markers = [m for m in ROUTED_MARKERS if (escapes or not m.startswith(_ESCAPE_PREFIX)) and m in whole]
+    if (
+        not markers
+        and max(map(len, block)) <= LONG_LINE_BYTES
+        and all(block)
+        and not any(map(bytes.isspace, block))
+    ):
+        return set()  # the usual block, told by loops in C
     return {
         first + i
         for i, line in enumerate(block)
@@ -356,7 +367,8 @@ def _untaken(table: pa.Table, numbers: list[int]) -> set[int]:
             bad = pa.concat_arrays([bad.combine_chunks(), pc.filter(line, twice).combine_chunks()])
     untaken = set(pc.unique(bad).to_pylist())
     with_spans = set(pc.unique(line).to_pylist())
-    untaken.update(n for n in numbers if n not in with_spans)
+    if len(with_spans) < len(numbers):
+        untaken.update(set(numbers) - with_spans)
     return untaken
 
 
