@@ -263,10 +263,17 @@ FROM classified
 
 
 def connect_parser() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB for parsing, apart from the store (its memory is its own)."""
+    """An in-memory DuckDB for parsing, apart from the store (its memory is its own), with the query
+    as the view ``parsed_spans`` over the table ``lines`` each block registers.
+
+    A view, so that the query's 18 KB of SQL are parsed once per file rather than once per block
+    (about 20 ms a block); DuckDB binds the view at each use all the same.
+    """
     con = connect(":memory:")
     con.execute("SET memory_limit = '512MB'")
     con.execute("SET preserve_insertion_order = true")
+    with _registered(con, _lines_table([], [], b"")):
+        con.execute(f"CREATE TEMP VIEW parsed_spans AS {QUERY}")
     return con
 
 
@@ -406,7 +413,7 @@ def _query(con: duckdb.DuckDBPyConnection, lines: pa.Table) -> pa.Table | None:
     """The query's rows for ``lines``; None if one of them is not JSON."""
     try:
         with _registered(con, lines):
-            return con.sql(QUERY).to_arrow_table()
+            return con.sql("SELECT * FROM parsed_spans").to_arrow_table()
     except duckdb.InvalidInputException:
         return None
 
