@@ -75,13 +75,15 @@ class TraceExplanation:
     """Spans whose subtree takes their mix (``attribution.Mixes.leaves``)."""
     provider_side: set[int] = field(default_factory=set)
     """Spans the provider recorded of an LLM call (``attribution.Mixes.provider_side``)."""
+    spans: list[int] = field(default_factory=list)
+    """The task and its descendants, parents first (``Trace.descendants``)."""
 
     def segment_mix(self, span: int, a: int, b: int) -> Mix:
         """The mix of the critical-path segment ``[a, b]`` on ``span``, as the attribution counted it."""
         return segment_mix(self.trace, self.task, self.mixes, self.between, span, a, b)
 
     def repairs(self) -> list[Repair]:
-        return task_repairs(self.trace, self.trace.descendants(self.task))
+        return task_repairs(self.trace, self.spans)
 
 
 def _operation_chains(trace: Trace, spans: Sequence[int]) -> dict[int, tuple[str, ...]]:
@@ -179,9 +181,8 @@ class _WhatIfs:
         if self.variants is not None:
             self.variants.add(Job(e.trace, e.task, e.mixes, e.leaves, e.between))
         if self.on_targets is not None:
-            spans = e.trace.descendants(e.task)
             overrides, e.result.calls_without_tokens = target_overrides(
-                e.trace, spans, e.mixes, e.provider_side, self.targets
+                e.trace, e.spans, e.mixes, e.provider_side, self.targets
             )
             self.on_targets.add(Job(e.trace, e.task, e.mixes, e.leaves, e.between, overrides))
 
@@ -260,7 +261,7 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
         repaired=repaired,
     )
     return TraceExplanation(
-        trace, task, segments, mixes, between, result, leaves=leaves, provider_side=provider_side
+        trace, task, segments, mixes, between, result, leaves=leaves, provider_side=provider_side, spans=spans
     )
 
 
