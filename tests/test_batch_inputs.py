@@ -47,3 +47,17 @@ def test_every_null_form_and_a_dropped_trace_id():
 def test_a_batch_without_required_columns_is_refused():
     with pytest.raises(ValueError, match="span_id"):
         analyze({"start_ns": [1], "end_ns": [2]})
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_interleaved_traces_are_grouped_side_by_side_and_analysed_alike(keyed):
+    """Rows of two traces taken in turn (a frame sorted by time, say) give the same results as the
+    traces one after the other; each trace's rows become one run, in first-seen order."""
+    interleaved = [ROWS[3], ROWS[0], ROWS[4], ROWS[1], ROWS[2]]
+    columns = as_columns(interleaved)
+    if not keyed:
+        columns["trace_id"] = [None] * len(interleaved)
+    batch = SpanBatch.from_any(columns)
+    assert [list(rows) for rows in batch.traces()] == [[0, 1], [2, 3, 4]]
+    assert batch["span_id"] == ["R2", "T2", "R", "L", "T"]
+    assert results_of(columns) == results_of(as_columns(ROWS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
@@ -105,13 +106,16 @@ def _length(container: Any) -> int:
 
 @dataclass
 class SpanBatch:
-    """Columns of spans as Python lists (nulls are None), rows in any order."""
+    """Columns of spans as Python lists (nulls are None), each trace's rows side by side."""
 
     columns: dict[str, list[Any]]
+    bounds: list[int]
+    """Where each trace's rows begin, then the end: trace k is rows ``bounds[k]`` to ``bounds[k + 1]``,
+    so a trace's values are slices of the columns (copied in C, not gathered row by row)."""
 
     @classmethod
     def from_any(cls, container: Any) -> SpanBatch:
-        """Read an Arrow table, a pandas DataFrame or a mapping of columns."""
+        """Read an Arrow table, a pandas DataFrame or a mapping of columns, rows in any order."""
         length = _length(container)
         names = (
             container.column_names
@@ -123,7 +127,17 @@ class SpanBatch:
         missing = [name for name in REQUIRED if name not in names]
         if missing:
             raise ValueError(f"span batch lacks required column(s): {', '.join(missing)}")
-        return cls({name: _column(container, name, length) for name in COLUMNS})
+        return cls.grouped({name: _column(container, name, length) for name in COLUMNS})
+
+    @classmethod
+    def grouped(cls, columns: dict[str, list[Any]]) -> SpanBatch:
+        """``columns`` with each trace's rows moved side by side: traces in first-seen order, a trace's
+        rows in their order.  A store's batches come grouped already, and are kept as they are."""
+        groups = list(_trace_groups(columns))
+        order = [row for group in groups for row in group]
+        if order != list(range(len(order))):
+            columns = {name: [values[row] for row in order] for name, values in columns.items()}
+        return cls(columns, list(accumulate(map(len, groups), initial=0)))
 
     def __len__(self) -> int:
         return len(self.columns["span_id"])
@@ -131,16 +145,21 @@ class SpanBatch:
     def __getitem__(self, name: str) -> list[Any]:
         return self.columns[name]
 
-    def traces(self) -> Iterator[list[int]]:
-        """Row indices of each trace, in first-seen order."""
-        trace_ids = self.columns["trace_id"]
-        if any(t is not None for t in trace_ids):
-            groups: dict[Any, list[int]] = {}
-            for row, trace_id in enumerate(trace_ids):
-                groups.setdefault(trace_id, []).append(row)
-            yield from groups.values()
-            return
-        yield from _components(self.columns["span_id"], self.columns["parent_id"])
+    def traces(self) -> Iterator[range]:
+        """The rows of each trace, in first-seen order."""
+        return map(range, self.bounds, self.bounds[1:])
+
+
+def _trace_groups(columns: Mapping[str, Sequence[Any]]) -> Iterator[list[int]]:
+    """Row indices of each trace, in first-seen order: by trace id, else by parent links."""
+    trace_ids = columns["trace_id"]
+    if any(t is not None for t in trace_ids):
+        groups: dict[Any, list[int]] = {}
+        for row, trace_id in enumerate(trace_ids):
+            groups.setdefault(trace_id, []).append(row)
+        yield from groups.values()
+        return
+    yield from _components(columns["span_id"], columns["parent_id"])
 
 
 def _components(span_ids: Sequence[Any], parent_ids: Sequence[Any]) -> Iterator[list[int]]:

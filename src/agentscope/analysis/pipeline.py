@@ -131,7 +131,7 @@ def explain_stored_trace(
     batch = SpanBatch.from_any(trace_spans(store, trace_id))
     if not len(batch):
         return None
-    trace = Trace.build(batch, list(range(len(batch))), repair=repair)
+    trace = Trace.build(batch, range(len(batch)), repair=repair)
     tasks = sorted(trace.tasks(), key=lambda i: trace.start[i])
     if selection:
         tasks = [i for i in tasks if selection.admits(task_name_of(trace, i), trace.start[i])]

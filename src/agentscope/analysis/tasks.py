@@ -284,8 +284,7 @@ def analyze(
     batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
     gathered = _WhatIfs(reductions(variants), targets)
     with collector_paused():
-        for rows in batch.traces():
-            trace = Trace.build(batch, rows, repair=repair)
+        for trace in Trace.each(batch, repair=repair):
             for task in trace.tasks():
                 if task_name is not None and task_name_of(trace, task) != task_name:
                     continue

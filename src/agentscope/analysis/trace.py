@@ -6,6 +6,7 @@ index-based lists, so a trace is walked without one Python object per span.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,8 @@ class Trace:
     """The batch's columns (``SpanBatch.columns``): a plain dict, so that each of the walk's column
     lookups is one in C (a ``SpanBatch.__getitem__`` call was a Python frame, about 280,000 of them
     per 100,000 spans)."""
-    rows: list[int]
+    rows: range
+    """The trace's rows of the batch (``SpanBatch`` keeps a trace's rows side by side)."""
     start: list[int] = field(default_factory=list)
     end: list[int] = field(default_factory=list)
     parent: list[int] = field(default_factory=list)
@@ -37,40 +39,47 @@ class Trace:
     """Spans moved under another parent before the walk (``agentscope.analysis.repair``)."""
 
     @classmethod
-    def build(cls, batch: SpanBatch, rows: list[int], *, repair: bool = True) -> Trace:
-        """The tree of ``rows`` of ``batch``; ``repair=False`` keeps foreign trees exactly as recorded."""
+    def build(cls, batch: SpanBatch, rows: range, *, repair: bool = True) -> Trace:
+        """The tree of one trace's ``rows`` of ``batch``; ``repair=False`` keeps foreign trees exactly as
+        recorded."""
+        return cls._tree(batch, rows, _TreeColumns.of(batch, rows.start, rows.stop), rows.start, repair)
+
+    @classmethod
+    def each(cls, batch: SpanBatch, *, repair: bool = True) -> Iterator[Trace]:
+        """Every trace of ``batch`` in turn, its columns normalised once for the whole batch."""
+        columns = _TreeColumns.of(batch, 0, len(batch))
+        for rows in batch.traces():
+            yield cls._tree(batch, rows, columns, 0, repair)
+
+    @classmethod
+    def _tree(cls, batch: SpanBatch, rows: range, columns: _TreeColumns, offset: int, repair: bool) -> Trace:
+        """The tree of ``rows``, whose normalised columns start at row ``offset`` of ``columns``."""
+        lo, hi = rows.start - offset, rows.stop - offset
         trace = cls(batch.columns, rows)
-        span_ids = batch["span_id"]
-        parent_ids = batch["parent_id"]
-        starts, ends, kinds = batch["start_ns"], batch["end_ns"], batch["kind"]
-        local = {span_ids[row]: i for i, row in enumerate(rows)}
-        trace.start = start = [starts[row] for row in rows]
-        trace.end = [e if e > s else s for s, e in zip(start, [ends[row] for row in rows])]
-        trace.kind = [kinds[row] or "step" for row in rows]
-        labels, names = batch["label"], batch["name"]
-        trace.label = [labels[row] or names[row] or "" for row in rows]
-        trace.children = [[] for _ in rows]
-        span_kinds = batch["span_kind"]
+        trace.start = columns.start[lo:hi]
+        trace.end = columns.end[lo:hi]
+        trace.kind = kind = columns.kind[lo:hi]
+        trace.label = columns.label[lo:hi]
+        trace.children = children = [[] for _ in rows]
+        local = dict(zip(columns.span_id[lo:hi], range(len(rows))))
+        span_kinds = columns.span_kind
         parents = []
-        for i, row in enumerate(rows):
-            parent_id = parent_ids[row]
+        for i, parent_id in enumerate(columns.parent_id[lo:hi]):
             p = local.get(parent_id, -1) if parent_id is not None else -1
             if p == i:
                 p = -1
             if p == -1:
                 (trace.orphans if parent_id is not None else trace.roots).append(i)
-            elif span_kinds[row] == "CONSUMER" and span_kinds[rows[p]] == "PRODUCER":
+            elif span_kinds[lo + i] == "CONSUMER" and span_kinds[lo + p] == "PRODUCER":
                 trace.handoffs.append(i)
             else:
-                trace.children[p].append(i)
+                children[p].append(i)
             parents.append(p)
         trace.parent = parents
         if not trace.roots:
             trace.roots = list(trace.orphans)
         if repair:
-            trace.repairs = enclosed_siblings(
-                trace.start, trace.end, trace.kind, trace.parent, trace.children, trace.handoffs
-            )
+            trace.repairs = enclosed_siblings(trace.start, trace.end, kind, parents, children, trace.handoffs)
         return trace
 
     def __len__(self) -> int:
@@ -139,3 +148,35 @@ class Trace:
             else:
                 stack.extend(reversed(self.children[i]))
         return found
+
+
+@dataclass
+class _TreeColumns:
+    """Rows ``lo`` to ``hi`` of the columns a tree is built from, with the walk's defaults applied: an
+    end before the start is the start, a span without a kind is a step, a label falls back to the name.
+
+    Equal labels are made one string object: they key the results' operations and models, and pickle
+    writes a repeated object once (a worker's results are a fifth smaller), hashing it once."""
+
+    span_id: list[Any]
+    parent_id: list[Any]
+    span_kind: list[Any]
+    start: list[int]
+    end: list[int]
+    kind: list[str]
+    label: list[str]
+
+    @classmethod
+    def of(cls, batch: SpanBatch, lo: int, hi: int) -> _TreeColumns:
+        start = batch["start_ns"][lo:hi]
+        labels = [label or name or "" for label, name in zip(batch["label"][lo:hi], batch["name"][lo:hi])]
+        one_each: dict[str, str] = {}
+        return cls(
+            span_id=batch["span_id"][lo:hi],
+            parent_id=batch["parent_id"][lo:hi],
+            span_kind=batch["span_kind"][lo:hi],
+            start=start,
+            end=[e if e > s else s for s, e in zip(start, batch["end_ns"][lo:hi])],
+            kind=[k or "step" for k in batch["kind"][lo:hi]],
+            label=list(map(one_each.setdefault, labels, labels)),
+        )
