@@ -84,16 +84,18 @@ def llm_components(
     if duration <= 0:
         return [(C.UNSPLIT, 0.0)]
     batch = trace.batch
-    wait = batch["stream_wait_ns"][trace.rows[i]]
-    caller = float(max(0, trace.end[i] - trace.start[i] - wait)) if wait is not None else 0.0
-    caller = min(caller, float(duration))
+    own_row = trace.rows[i]
+    wait = batch["stream_wait_ns"][own_row]
+    caller = (
+        min(float(max(0, trace.end[i] - trace.start[i] - wait)), float(duration)) if wait is not None else 0.0
+    )
     inner = duration - caller
-    row = _timings_row(trace, i, provider)
+    row = own_row if provider is None else _timings_row(trace, i, provider)
     queue = _ms_to_ns(batch["server_queue_ms"][row])
     prefill = _ms_to_ns(batch["server_prefill_ms"][row])
     decode = _ms_to_ns(batch["server_decode_ms"][row])
     total = _ms_to_ns(batch["server_total_ms"][row])
-    ttft = batch["ttft_s"][trace.rows[i]]
+    ttft = batch["ttft_s"][own_row]
     parts: list[tuple[str, float]]
     if provider is not None and own:
         parts = [("network", inner)]
@@ -119,6 +121,8 @@ def llm_components(
 
 
 def _as_mix(parts: Sequence[tuple[str, float]], parent_mix: Mix | None) -> Mix:
+    if len(parts) == 1 and parts[0][0] != "caller":  # all of it one key (x / x is exactly 1.0)
+        return ((parts[0][0], 1.0),)
     total = sum(ns for _, ns in parts)
     if total <= 0:
         return ((parts[0][0], 1.0),)

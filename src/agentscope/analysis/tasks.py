@@ -86,20 +86,6 @@ class TraceExplanation:
         return task_repairs(self.trace, self.spans)
 
 
-def _operation_chains(trace: Trace, spans: Sequence[int]) -> dict[int, tuple[str, ...]]:
-    """For each span, the labels of the named operations enclosing it (itself included)."""
-    chains: dict[int, tuple[str, ...]] = {}
-    kind, parent, labels = trace.kind, trace.parent, trace.label
-    for i in spans:
-        inherited = chains.get(parent[i], ())
-        if kind[i] in OPERATION_KINDS:
-            label = labels[i]
-            if label not in inherited:
-                inherited = (*inherited, label)
-        chains[i] = inherited
-    return chains
-
-
 def _walk_interval(trace: Trace, span: int, task: int) -> tuple[int, int]:
     """The span's interval as the walk from ``task`` sees it: clipped to every enclosing span up to it."""
     lo, hi = trace.start[span], trace.end[span]
@@ -203,46 +189,57 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
     repaired = len(task_repairs(trace, spans))
     components = [0.0] * len(C.KEYS)
     index = C.KEY_INDEX
-    chains = _operation_chains(trace, spans)
-    on_path: dict[int, int] = {}
+    on_path = [0] * len(trace)
     """Span → its critical-path ns (whole ns, so summing by span first changes no figure)."""
     for span, a, b in segments:
         length = b - a
         mix = segment_mix(trace, task, mixes, between, span, a, b) if span in between else mixes[span]
         for key, fraction in mix:
             components[index[key]] += length * fraction
-        on_path[span] = on_path.get(span, 0) + length
-    path_ns: dict[str, float] = {}
-    for span, length in on_path.items():
-        for label in chains[span]:
-            path_ns[label] = path_ns.get(label, 0.0) + length
-    kind = trace.kind
-    serial_llm = [span for span in on_path if kind[span] == "llm" and span not in provider_side]
-    operations: dict[str, tuple[str, float, int]] = {}
-    llm_calls = input_tokens = output_tokens = cached_tokens = 0
-    models: dict[str, list[int]] = {}
-    rows, batch, parent = trace.rows, trace.batch, trace.parent
+        on_path[span] += length
+    # One pass, parents first: each span's chain of enclosing operations (itself included) gets its
+    # path time; calls, tokens and operations are counted, the provider's record of a call left out.
+    kind, labels, parent, rows, batch = trace.kind, trace.label, trace.parent, trace.rows, trace.batch
     inputs, outputs, cached = batch["input_tokens"], batch["output_tokens"], batch["cached_tokens"]
+    chains: dict[int, tuple[str, ...]] = {}
+    path_ns: dict[str, float] = {}
+    calls: dict[str, list[Any]] = {}
+    """Label → [category, calls], in first-call order."""
+    models: dict[str, list[int]] = {}
+    serial_llm = llm_calls = input_tokens = output_tokens = cached_tokens = 0
     for i in spans:
-        if i in provider_side:  # the provider's record of a call counted already
-            continue
         k = kind[i]
+        chain = chains.get(parent[i], ())
+        if k in OPERATION_KINDS and labels[i] not in chain:
+            chain = (*chain, labels[i])
+        chains[i] = chain
+        length = on_path[i]
+        if length:
+            for label in chain:
+                path_ns[label] = path_ns.get(label, 0.0) + length
+        if i in provider_side:
+            continue
         if k == "llm":
+            if length:
+                serial_llm += 1
             row = rows[i]
             llm_calls += 1
             usage = (inputs[row] or 0, outputs[row] or 0, cached[row] or 0)
             input_tokens += usage[0]
             output_tokens += usage[1]
             cached_tokens += usage[2]
-            tally = models.setdefault(trace.label[i], [0, 0, 0, 0])
+            tally = models.setdefault(labels[i], [0, 0, 0, 0])
             tally[0] += usage[0]
             tally[1] += usage[1]
             tally[2] += usage[2]
             tally[3] += 1
         if k in OPERATION_KINDS and not (k == "http" and kind[parent[i]] == "llm"):
-            label = trace.label[i]
-            category, _, calls = operations.get(label, (OPERATION_KINDS[k], 0.0, 0))
-            operations[label] = (category, path_ns.get(label, 0.0), calls + 1)
+            counted = calls.get(labels[i])
+            if counted is None:
+                calls[labels[i]] = [OPERATION_KINDS[k], 1]
+            else:
+                counted[1] += 1
+    operations = {label: (category, path_ns.get(label, 0.0), n) for label, (category, n) in calls.items()}
     result = TaskResult(
         trace_id=trace.value("trace_id", task),
         span_id=trace.span_id(task),
@@ -252,7 +249,7 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
         accepted=_accepted(trace, task),
         components=components,
         operations=operations,
-        serial_llm_calls=len(serial_llm),
+        serial_llm_calls=serial_llm,
         llm_calls=llm_calls,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
