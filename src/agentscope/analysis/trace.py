@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from agentscope.analysis.batch import SpanBatch
 from agentscope.analysis.repair import Repair, enclosed_siblings
+
+_WORK = frozenset(("llm", "tool"))
+"""The kinds of span that make a fallback candidate a task."""
 
 
 @dataclass
@@ -62,20 +66,19 @@ class Trace:
         trace.label = columns.label[lo:hi]
         trace.children = children = [[] for _ in rows]
         local = dict(zip(columns.span_id[lo:hi], range(len(rows))))
+        local.pop(None, None)  # a span without a parent id is a root, whatever span has no id
+        parent_ids = columns.parent_id[lo:hi]
+        trace.parent = parents = list(map(local.get, parent_ids, repeat(-1)))
         span_kinds = columns.span_kind
-        parents = []
-        for i, parent_id in enumerate(columns.parent_id[lo:hi]):
-            p = local.get(parent_id, -1) if parent_id is not None else -1
-            if p == i:
-                p = -1
-            if p == -1:
-                (trace.orphans if parent_id is not None else trace.roots).append(i)
-            elif span_kinds[lo + i] == "CONSUMER" and span_kinds[lo + p] == "PRODUCER":
+        consumers = "CONSUMER" in span_kinds[lo:hi]
+        for i, p in enumerate(parents):
+            if p == -1 or p == i:
+                parents[i] = -1
+                (trace.orphans if parent_ids[i] is not None else trace.roots).append(i)
+            elif consumers and span_kinds[lo + i] == "CONSUMER" and span_kinds[lo + p] == "PRODUCER":
                 trace.handoffs.append(i)
             else:
                 children[p].append(i)
-            parents.append(p)
-        trace.parent = parents
         if not trace.roots:
             trace.roots = list(trace.orphans)
         if repair:
@@ -129,7 +132,7 @@ class Trace:
             candidates = [found[0] if len(found) == 1 else root for root, found in by_root.items()]
         else:
             candidates = list(self.roots)
-        return [c for c in candidates if any(kind[d] in ("llm", "tool") for d in self.descendants(c))]
+        return [c for c in candidates if not _WORK.isdisjoint(map(kind.__getitem__, self.descendants(c)))]
 
     def root_of(self, i: int) -> int:
         """The root (or orphan) above span ``i``."""
