@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from agentscope.analysis import categories as C
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.tasks import TaskResult, TraceExplanation
@@ -119,36 +121,53 @@ class Population:
 
     @classmethod
     def of(cls, results: Sequence[TaskResult], percentile: float) -> Population:
-        """Exactly, from every task; sums run in rank order, so any order of ``results`` gives one report."""
+        """Exactly, from every task; sums run in rank order, so any order of ``results`` gives one report.
+
+        Each field is read once into a column in the order given (a pass over the results in
+        memory order; ranked, they are scattered) and ranked with NumPy.
+        """
         if not results:
             raise ValueError("no tasks to analyse")
-        ranked = sorted(results, key=lambda r: (r.duration_ns, r.trace_id or "", r.span_id))
-        durations = [r.duration_ns for r in ranked]
-        serial = sorted(r.serial_llm_calls for r in ranked)
+        durations = np.array([r.duration_ns for r in results], dtype=np.int64)
+        trace_ids = np.array([r.trace_id or "" for r in results])
+        order = np.lexsort((np.array([r.span_id for r in results]), trace_ids, durations))
+        ranked = [results[i] for i in order.tolist()]
+        ranked_durations = durations[order].tolist()
+        components = np.array([r.components for r in results], dtype=np.float64)[order]
+        serial = sorted(r.serial_llm_calls for r in results)
         wanted = (*WHATIF_PERCENTILES, percentile)
-        whatif = []
-        for column in zip(*(r.whatif_ns for r in ranked)):
-            ordered = sorted(column)
-            whatif.append({q: nearest_rank(ordered, q) for q in wanted})
+        whatif = [
+            {q: nearest_rank(ordered, q) for q in wanted}
+            for ordered in np.sort(
+                np.array([r.whatif_ns for r in results], dtype=np.float64), axis=0
+            ).T.tolist()
+        ]
+        index = C.KEY_INDEX
         return cls(
             count=len(results),
-            accepted=sum(1 for r in ranked if r.accepted),
-            names=sorted({r.name for r in ranked}),
-            duration_ns={q: nearest_rank(durations, q) for q in (*LATENCY_PERCENTILES, percentile)},
-            max_ns=durations[-1],
-            mean_ns=sum(durations) / len(durations),
-            mean_components=_average([r.components for r in ranked]),
+            accepted=sum(1 for r in results if r.accepted),
+            names=sorted({r.name for r in results}),
+            duration_ns={q: nearest_rank(ranked_durations, q) for q in (*LATENCY_PERCENTILES, percentile)},
+            max_ns=ranked_durations[-1],
+            mean_ns=sum(ranked_durations) / len(ranked_durations),
+            mean_components=(_in_order(components) / len(results)).tolist(),
             window=_window(ranked, percentile),
             serial_mean=sum(serial) / len(serial),
             serial_p95=nearest_rank(serial, 95),
-            split_measured_ns=sum(
-                r.components[C.KEY_INDEX[C.PREFILL]] + r.components[C.KEY_INDEX[C.DECODE]] for r in ranked
+            split_measured_ns=float(
+                _in_order(components[:, index[C.PREFILL]] + components[:, index[C.DECODE]])
             ),
-            unsplit_ns=sum(r.components[C.KEY_INDEX[C.UNSPLIT]] for r in ranked),
+            unsplit_ns=float(_in_order(components[:, index[C.UNSPLIT]])),
             whatif_ns=whatif,
             calls_without_tokens=sum(r.calls_without_tokens for r in results),
             repaired=sum(r.repaired for r in results),
         )
+
+
+def _in_order(values: np.ndarray) -> np.ndarray:
+    """The sum of ``values`` along the first axis added one after another, as Python's ``sum`` adds
+    (``np.sum`` adds pairwise, which rounds differently)."""
+    return np.cumsum(values, axis=0)[-1]
 
 
 def _speedups_json(speedups: Mapping[str, float]) -> dict[str, float | str]:
