@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from agentscope.cli import app
+from agentscope.cli.app import app
 from tracebuild import store_row
 from typer.testing import CliRunner
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from agentscope.cli import app
+from agentscope.cli.app import app
 from test_cli_blame import store_path  # noqa: F401 - the same hand-built store
 from typer.testing import CliRunner
 

@@ -6,7 +6,7 @@ import json
 
 import jsonschema
 import pytest
-from agentscope.cli import app
+from agentscope.cli.app import app
 from test_cli_blame import SCHEMAS, runner
 from tracebuild import MS, llm_task_store, span, trace
 

@@ -5,7 +5,6 @@ The only place the analysis stage touches I/O; everything it calls is pure.
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import os
 from collections import deque
@@ -21,6 +20,7 @@ from agentscope.analysis.tasks import (
     TaskResult,
     TraceExplanation,
     analyze,
+    analyze_by_field,
     collector_paused,
     explain,
     task_name_of,
@@ -38,17 +38,6 @@ PARALLEL_MIN_SPANS = 200_000
 def default_workers(store: Store) -> int:
     """One worker per core for large stores, else analyse in this process."""
     return (os.cpu_count() or 1) if store.span_count() >= PARALLEL_MIN_SPANS else 1
-
-
-_FIELDS = tuple(f.name for f in dataclasses.fields(TaskResult))
-
-
-def _analyze_by_field(batch: Any, variants: Sequence[Mapping[str, float]], **options: Any) -> list[list[Any]]:
-    """``analyze`` in a worker process, its results sent back as one list per ``TaskResult`` field (in
-    field order, so ``map(TaskResult, *fields)`` rebuilds them): lists pickle in C, a dataclass per task
-    through Python, and the lists take a third less time each way."""
-    results = analyze(batch, variants, **options)
-    return [[getattr(result, name) for result in results] for name in _FIELDS]
 
 
 def task_results(
@@ -82,7 +71,7 @@ def task_results(
             for batch in span_batches(store, selection):
                 pending.append(
                     pool.submit(
-                        _analyze_by_field, batch, variants, task_name=name, repair=repair, targets=targets
+                        analyze_by_field, batch, variants, task_name=name, repair=repair, targets=targets
                     )
                 )
                 while len(pending) > workers:

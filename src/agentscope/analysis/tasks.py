@@ -9,6 +9,7 @@ the percentile step (``agentscope.analysis.report``) aggregated globally.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,9 @@ class TaskResult:
         for key, ns in zip(C.KEYS, self.components, strict=True):
             out[C.category_of(key)] += ns
         return out
+
+
+RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TaskResult))
 
 
 @dataclass
@@ -287,6 +291,19 @@ def analyze(
                     continue
                 gathered.add(_attributed(trace, task))
         return gathered.finish()
+
+
+def analyze_by_field(
+    spans: Any, variants: Sequence[Mapping[str, float]] = (), **options: Any
+) -> list[list[Any]]:
+    """``analyze``'s results as one list per ``TaskResult`` field, in field order (``map(TaskResult,
+    *fields)`` rebuilds them): what a worker process sends back.  Lists pickle in C, a dataclass per
+    task through Python, and the lists take a third less time each way.
+
+    It lives here, not with the pipeline, so that a worker process imports the analysis and not the
+    store."""
+    results = analyze(spans, variants, **options)
+    return [[getattr(result, name) for result in results] for name in RESULT_FIELDS]
 
 
 @contextlib.contextmanager
