@@ -1,0 +1,89 @@
+"""The analyzer's columns as the store query reads them out of each span's attribute JSON."""
+
+from __future__ import annotations
+
+import itertools
+
+from tracebuild import store_row
+
+from agentscope.store import Store
+from agentscope.store.query import _EXTRACTED, trace_spans
+from agentscope.store.schema import rows_to_table
+
+ODD_VALUES = [
+    "2", 2, 2.5, -1, 0, 12345678901234567890, 1e-7, 1e3, 0.1, True, False, None, "", " 7 ", "x",
+    "0.5", "true", "yes", [1, "2"], {"a": 1}, "é",
+]  # fmt: skip
+KINDS = ("llm", "tool", "db", "http", "task")
+
+
+def _same_text(got: object, expected: object) -> bool:
+    """Equal; or the same but for numbers in text written with an exponent (``1e-07`` where
+    ``json_extract_string`` writes ``1e-7``: the one difference, documented in the query)."""
+    if got == expected or not (isinstance(got, str) and isinstance(expected, str)):
+        return got == expected
+    words, others = got.split(" "), expected.split(" ")
+    return len(words) == len(others) and all(map(_same_word, words, others))
+
+
+def _same_word(word: str, other: str) -> bool:
+    try:
+        return word == other or float(word) == float(other)
+    except ValueError:
+        return False
+
+
+def _label(kind: str, name: str, text: dict[str, str | None]) -> str | None:
+    """The label the analyzer's columns give, from each key's text (the query's CASE, restated)."""
+    system = text["db_system"] if text["db_system"] is not None else text["db_system_old"]
+    operation = text["db_operation"]
+    by_kind = {
+        "tool": [text["tool_name"]],
+        "llm": [text["response_model"], text["request_model"]],
+        "db": [f"{system} {operation}" if system is not None and operation is not None else None, system],
+        "http": [text["server_address"], text["peer_name"]],
+    }
+    return next((v for v in by_kind.get(kind, []) if v is not None), name)
+
+
+def test_every_extracted_key_reads_as_its_text_cast_to_its_type(tmp_path):
+    """Each analysis key, given values of every JSON kind (numbers as text, text as numbers, arrays,
+    objects, null), reads as ``TRY_CAST(json_extract_string(...))`` would: the text of the value,
+    cast, or null where the cast fails; the label is made of the same texts; of a repeated key, the
+    first counts."""
+    values = itertools.cycle(ODD_VALUES)
+    rows = []
+    for k in range(len(ODD_VALUES) * len(KINDS)):
+        attributes = {key: next(values) for _, key, _ in _EXTRACTED}
+        rows.append(store_row("t1", f"s{k:03d}", None, KINDS[k % len(KINDS)], k, k + 1, **attributes))
+    rows.append(store_row("t1", "twice", None, "llm", 0, 1))
+    with Store(tmp_path / "odd.duckdb") as store:
+        store.insert(rows_to_table(rows))
+        store.con.execute(
+            "UPDATE spans SET attributes = ? WHERE span_id = 'twice'",
+            ['{"agentscope.attempt": 3, "agentscope.attempt": 4, "gen_ai.request.model": "first"}'],
+        )
+        table = trace_spans(store, "t1").sort_by("span_id")
+        ordered = "FROM spans ORDER BY span_id"
+        texts = {}
+        for name, key, sql_type in _EXTRACTED:
+            path = [f'$."{key}"']
+            (texts[name],) = zip(
+                *store.con.execute(f"SELECT json_extract_string(attributes, ?) {ordered}", path).fetchall()
+            )
+            expected = store.con.execute(
+                f"SELECT TRY_CAST(json_extract_string(attributes, ?) AS {sql_type}) {ordered}", path
+            )
+            if name in table.column_names:
+                got = table.column(name).to_pylist()
+                assert list(map(_same_text, got, [v for (v,) in expected.fetchall()])) == [True] * len(got), (
+                    name
+                )
+    kinds, names = table.column("kind").to_pylist(), table.column("name").to_pylist()
+    labels = [
+        _label(kind, name, {key: column[row] for key, column in texts.items()})
+        for row, (kind, name) in enumerate(zip(kinds, names, strict=True))
+    ]
+    assert list(map(_same_text, table.column("label").to_pylist(), labels)) == [True] * len(labels)
+    twice = table.column("span_id").to_pylist().index("twice")
+    assert table.column("attempt")[twice].as_py() == 3 and labels[twice] == "first"
