@@ -12,7 +12,8 @@ server timings, tools, DB and HTTP calls, a failed attempt and its backoff, few
 and short attributes.  For each, a fresh process runs ``agentscope blame --store
 --format json`` from start to the JSON printed (the whole-process figure), and
 another the same loop with timers around the SQL fetch, the analysis and the
-aggregation; peak RSS is of the process tree.
+aggregation; peak RSS is of the process tree.  The whole-process figure runs the
+``agentscope`` console script installed beside the interpreter, as a user does.
 
 With ``--baseline-python`` (the interpreter of another checkout's install, e.g.
 ``git worktree add /tmp/before REV && python -m venv /tmp/venv-before &&
@@ -237,6 +238,12 @@ print(time.perf_counter() - t0)
 """
 
 
+def console_script(python: str) -> str:
+    """The ``agentscope`` command installed beside ``python``: what a user runs (its worker processes
+    import the script, where ``python -m agentscope.cli``'s do not)."""
+    return str(Path(python).with_name("agentscope"))
+
+
 def run(code: str, *args: str) -> str:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, check=True
@@ -251,7 +258,7 @@ def alternate(baseline_python: str, store: Path, repeat: int) -> tuple[float, fl
     for _ in range(repeat):
         for python in times:
             out, whole, _ = proctree.measure(
-                [python, "-m", "agentscope.cli", "blame", "--store", str(store), "--format", "json"]
+                [console_script(python), "blame", "--store", str(store), "--format", "json"]
             )
             times[python].append(whole)
             outputs.add(out)
@@ -275,7 +282,7 @@ def main() -> None:
             spans = (build_rich_store if shape == "rich" else build_store)(path, args.traces)
             built = time.perf_counter() - t0
             print(f"{shape}: a store of {spans:,} spans ({args.traces:,} tasks) in {built:.1f} s", flush=True)
-            cli = [sys.executable, "-m", "agentscope.cli", "blame", "--store", str(path), "--format", "json"]
+            cli = [console_script(sys.executable), "blame", "--store", str(path), "--format", "json"]
             out, whole, tree_mb = proctree.measure(cli)
             sql = float(run(SQL_ONLY, str(path)))
             measured = {w: json.loads(run(MEASURE, str(path), str(w))) for w in (1, os.cpu_count() or 1)}

@@ -13,8 +13,10 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+import pyarrow as pa
+
 from agentscope.analysis import report
-from agentscope.analysis.batch import SpanBatch
+from agentscope.analysis.batch import REQUIRED, SpanBatch
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.tasks import (
     TaskResult,
@@ -38,6 +40,16 @@ PARALLEL_MIN_SPANS = 200_000
 def default_workers(store: Store) -> int:
     """One worker per core for large stores, else analyse in this process."""
     return (os.cpu_count() or 1) if store.span_count() >= PARALLEL_MIN_SPANS else 1
+
+
+def _without_empty_columns(batch: pa.Table) -> pa.Table:
+    """The batch less its optional columns that are null throughout, which the analysis reads as null
+    when missing.  An Arrow column of nulls still carries its values: on traces without server
+    timings, a worker is sent and unpickles 20 MB instead of 29 MB a batch."""
+    empty = [
+        name for name in batch.column_names if name not in REQUIRED and batch[name].null_count == len(batch)
+    ]
+    return batch.drop_columns(empty)
 
 
 def task_results(
@@ -71,7 +83,12 @@ def task_results(
             for batch in span_batches(store, selection):
                 pending.append(
                     pool.submit(
-                        analyze_by_field, batch, variants, task_name=name, repair=repair, targets=targets
+                        analyze_by_field,
+                        _without_empty_columns(batch),
+                        variants,
+                        task_name=name,
+                        repair=repair,
+                        targets=targets,
                     )
                 )
                 while len(pending) > workers:
