@@ -61,3 +61,15 @@ def test_interleaved_traces_are_grouped_side_by_side_and_analysed_alike(keyed):
     assert [list(rows) for rows in batch.traces()] == [[0, 1], [2, 3, 4]]
     assert batch["span_id"] == ["R2", "T2", "R", "L", "T"]
     assert results_of(columns) == results_of(as_columns(ROWS))
+
+
+def test_arrow_text_reads_as_its_values_with_repeats_shared():
+    """Text in several chunks, with nulls, of either string type reads value for value; a value that
+    repeats is one string object, so it is hashed once and pickled once."""
+    chunks = [pa.array(["llm", None, "tool"]), pa.array(["llm", "llm", None, "tool"])]
+    rows = pa.table(as_columns([span(f"S{k}", None, "llm", 0, 1) for k in range(7)]))
+    for kind in (pa.string(), pa.large_string()):
+        column = pa.chunked_array([chunk.cast(kind) for chunk in chunks])
+        batch = SpanBatch.from_any(rows.set_column(rows.schema.get_field_index("kind"), "kind", column))
+        assert batch["kind"] == ["llm", None, "tool", "llm", "llm", None, "tool"]
+        assert batch["kind"][0] is batch["kind"][3] is batch["kind"][4]
