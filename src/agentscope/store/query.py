@@ -18,7 +18,10 @@ from agentscope import attributes as A
 from agentscope.store.selection import Selection
 from agentscope.store.store import Store
 
-SPANS_PER_BUCKET = 100_000
+SPANS_PER_BUCKET = 50_000
+"""Spans a batch of traces holds, about.  On a million rich spans and two workers, batches of 50,000
+took 6-11% less time than batches of 100,000 (less memory each, so fewer page faults, and a shorter
+wait on the last batch) and 25,000 more (each query scans the whole table to find its bucket)."""
 PROBE_SERVICE = "agentscope-probe"
 """The service of ``agentscope probe``'s own calls: kept in the store, left out of the app's analysis."""
 APP_SPANS = f"service IS DISTINCT FROM '{PROBE_SERVICE}'"
