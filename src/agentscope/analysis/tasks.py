@@ -201,8 +201,9 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
         for key, fraction in mix:
             components[index[key]] += length * fraction
         on_path[span] += length
-    # One pass, parents first: each span's chain of enclosing operations (itself included) gets its
-    # path time; calls, tokens and operations are counted, the provider's record of a call left out.
+    # One pass, parents first: each span's path time goes to every operation enclosing it (itself
+    # included, each label once); calls, tokens and operations are counted, the provider's record of a
+    # call left out.
     kind, labels, parent, rows, batch = trace.kind, trace.label, trace.parent, trace.rows, trace.batch
     inputs, outputs, cached = batch["input_tokens"], batch["output_tokens"], batch["cached_tokens"]
     chains: dict[int, tuple[str, ...]] = {}
@@ -211,16 +212,19 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
     """Label → [category, calls], in first-call order."""
     models: dict[str, list[int]] = {}
     serial_llm = llm_calls = input_tokens = output_tokens = cached_tokens = 0
+    children = trace.children
     for i in spans:
         k = kind[i]
-        chain = chains.get(parent[i], ())
-        if k in OPERATION_KINDS and labels[i] not in chain:
-            chain = (*chain, labels[i])
-        chains[i] = chain
+        enclosing = chains.get(parent[i], ())
+        operation = k in OPERATION_KINDS and labels[i] not in enclosing
         length = on_path[i]
         if length:
-            for label in chain:
+            for label in enclosing:
                 path_ns[label] = path_ns.get(label, 0.0) + length
+            if operation:
+                path_ns[labels[i]] = path_ns.get(labels[i], 0.0) + length
+        if children[i]:  # only a parent's chain is looked up
+            chains[i] = (*enclosing, labels[i]) if operation else enclosing
         if i in provider_side:
             continue
         if k == "llm":
