@@ -87,3 +87,25 @@ def test_every_extracted_key_reads_as_its_text_cast_to_its_type(tmp_path):
     assert list(map(_same_text, table.column("label").to_pylist(), labels)) == [True] * len(labels)
     twice = table.column("span_id").to_pylist().index("twice")
     assert table.column("attempt")[twice].as_py() == 3 and labels[twice] == "first"
+
+
+def test_batches_hold_every_span_once_and_whole_traces(tmp_path, monkeypatch):
+    """Read several buckets to a query and split, every span comes out once, in its bucket's batch,
+    and no trace is split between batches."""
+    from tracebuild import varied_store
+
+    from agentscope.store import query
+
+    path = varied_store(tmp_path / "varied.duckdb", 60)
+    monkeypatch.setattr(query, "SPANS_PER_BUCKET", 50)
+    with Store(path) as store:
+        assert query.buckets_for(store) > query.BUCKETS_PER_QUERY
+        batches = list(query.span_batches(store))
+        every = store.con.execute("SELECT span_id FROM spans").fetchall()
+    span_ids = [s for batch in batches for s in batch.column("span_id").to_pylist()]
+    assert sorted(span_ids) == sorted(s for (s,) in every)
+    owners = {}
+    for k, batch in enumerate(batches):
+        assert "bucket" not in batch.column_names
+        for trace_id in set(batch.column("trace_id").to_pylist()):
+            assert owners.setdefault(trace_id, k) == k

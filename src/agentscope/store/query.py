@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -110,6 +111,12 @@ def selected_traces(selection: Selection | None) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
+BUCKETS_PER_QUERY = 4
+"""Buckets one query reads.  Its bucket filter is not pushed into the scan, so a query reads every
+row's columns (the attribute JSON above all) whatever it keeps: on a million rich spans, 20 queries
+took 2.6-2.9 CPU-s and 5 of four buckets each 1.2-1.5."""
+
+
 def buckets_for(store: Store) -> int:
     """How many hash buckets keep each batch near ``SPANS_PER_BUCKET`` spans."""
     return max(1, math.ceil(store.span_count() / SPANS_PER_BUCKET))
@@ -119,11 +126,37 @@ def span_batches(store: Store, selection: Selection | None = None) -> Iterator[p
     """Every trace in the store (or those ``selection`` may keep), as Arrow batches of whole traces."""
     buckets = buckets_for(store)
     selected, params = selected_traces(selection)
-    for bucket in range(buckets):
-        where = f"{APP_SPANS} AND {selected}"
-        if buckets > 1:
-            where += f" AND hash(trace_id) % {buckets} = {bucket}"
+    where = f"{APP_SPANS} AND {selected}"
+    if buckets == 1:
         yield store.con.sql(ANALYSIS_SELECT.format(where=where), params=params).to_arrow_table()
+        return
+    for first in range(0, buckets, BUCKETS_PER_QUERY):
+        wanted = range(first, min(first + BUCKETS_PER_QUERY, buckets))
+        sql = ANALYSIS_SELECT.format(
+            where=f"{where} AND hash(trace_id) % {buckets} IN ({', '.join(map(str, wanted))})"
+        )
+        table = store.con.sql(f"SELECT *, hash(trace_id) % {buckets} AS bucket FROM ({sql})", params=params)
+        yield from _by_bucket(table.to_arrow_table(), wanted)
+
+
+def _by_bucket(table: pa.Table, buckets: range) -> Iterator[pa.Table]:
+    """The rows of each of ``buckets`` in ``table``, in their order, less the ``bucket`` column.
+
+    The rows are picked with NumPy and an Arrow array made from its buffer: building Arrow values
+    from Python or NumPy objects makes pyarrow import pandas (0.3 s), which nothing else here needs.
+    """
+    bucket = np.concatenate(
+        [
+            np.frombuffer(chunk.buffers()[1], dtype=np.uint64, count=len(chunk), offset=chunk.offset * 8)
+            for chunk in table["bucket"].chunks
+        ]
+        or [np.empty(0, dtype=np.uint64)]
+    )
+    table = table.drop_columns(["bucket"])
+    for b in buckets:
+        rows = np.flatnonzero(bucket == b)
+        if len(rows):
+            yield table.take(pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)]))
 
 
 def llm_token_counts(store: Store) -> list[tuple[int, int]]:
