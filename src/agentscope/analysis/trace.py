@@ -46,19 +46,19 @@ class Trace:
     def build(cls, batch: SpanBatch, rows: range, *, repair: bool = True) -> Trace:
         """The tree of one trace's ``rows`` of ``batch``; ``repair=False`` keeps foreign trees exactly as
         recorded."""
-        return cls._tree(batch, rows, _TreeColumns.of(batch, rows.start, rows.stop), rows.start, repair)
+        return cls._tree(batch, rows, _TreeColumns.of(batch, rows.start, rows.stop), repair)
 
     @classmethod
     def each(cls, batch: SpanBatch, *, repair: bool = True) -> Iterator[Trace]:
         """Every trace of ``batch`` in turn, its columns normalised once for the whole batch."""
         columns = _TreeColumns.of(batch, 0, len(batch))
         for rows in batch.traces():
-            yield cls._tree(batch, rows, columns, 0, repair)
+            yield cls._tree(batch, rows, columns, repair)
 
     @classmethod
-    def _tree(cls, batch: SpanBatch, rows: range, columns: _TreeColumns, offset: int, repair: bool) -> Trace:
-        """The tree of ``rows``, whose normalised columns start at row ``offset`` of ``columns``."""
-        lo, hi = rows.start - offset, rows.stop - offset
+    def _tree(cls, batch: SpanBatch, rows: range, columns: _TreeColumns, repair: bool) -> Trace:
+        """The tree of ``rows``, read from ``columns`` (which hold them)."""
+        lo, hi = rows.start - columns.first, rows.stop - columns.first
         trace = cls(batch.columns, rows)
         trace.start = columns.start[lo:hi]
         trace.end = columns.end[lo:hi]
@@ -161,6 +161,8 @@ class _TreeColumns:
     Equal labels are made one string object: they key the results' operations and models, and pickle
     writes a repeated object once (a worker's results are a fifth smaller), hashing it once."""
 
+    first: int
+    """The batch row the columns start at."""
     span_id: list[Any]
     parent_id: list[Any]
     span_kind: list[Any]
@@ -175,6 +177,7 @@ class _TreeColumns:
         labels = [label or name or "" for label, name in zip(batch["label"][lo:hi], batch["name"][lo:hi])]
         one_each: dict[str, str] = {}
         return cls(
+            first=lo,
             span_id=batch["span_id"][lo:hi],
             parent_id=batch["parent_id"][lo:hi],
             span_kind=batch["span_kind"][lo:hi],
