@@ -127,6 +127,7 @@ def ticket() -> tuple[float, dict[str, float]]:
     glue_cpu = min(glue_wall, max(0.0, cpu - parts_cpu))
     watch["cpu"] += glue_cpu
     watch["other"] += glue_wall - glue_cpu
+    watch["glue_wait"] = glue_wall - glue_cpu
     return wall, watch
 
 
@@ -154,22 +155,29 @@ def report(measured):
     return measured[0]
 
 
-def expected_budget(runs) -> dict[str, float]:
-    """The stopwatch truth of a p95 task: mean of ranks ⌈92.5%·N⌉..⌈97.5%·N⌉, scaled to the p95."""
+def expected_budget(runs) -> tuple[dict[str, float], float]:
+    """The stopwatch truth of a p95 task: mean of ranks ⌈92.5%·N⌉..⌈97.5%·N⌉, scaled to the p95.
+
+    Also the window's mean glue wait (ms, scaled alike): time the task's thread was off the CPU outside
+    every stopwatch.  The truth books it as other, but it may have fallen between a span's edge and its
+    stopwatch, where blame rightly books it to the span's category; the slowest tasks are the likeliest
+    to hold such a pause, so it widens every category's tolerance.
+    """
     ranked = sorted(runs, key=lambda run: run[0])
     n = len(ranked)
     window = ranked[math.ceil(0.925 * n) - 1 : math.ceil(0.975 * n)]
     p95 = ranked[math.ceil(0.95 * n) - 1][0]
     mean = {c: sum(watch[c] for _, watch in window) / len(window) for c in DESIGNED_MS}
     scale = p95 / sum(mean.values())
-    return {c: v * scale for c, v in mean.items()}
+    glue_wait = sum(watch["glue_wait"] for _, watch in window) / len(window)
+    return {c: v * scale for c, v in mean.items()}, glue_wait * scale
 
 
 def test_budget_matches_stopwatch_truth_per_category(measured):
     report, runs = measured
     assert report["tasks"]["count"] == TASKS
     budget = {row["category"]: row["ms"] for row in report["budget"]}
-    truth = expected_budget(runs)
+    truth, glue_wait = expected_budget(runs)
     for category, expected in truth.items():
         # 5%, or half a millisecond for each span whose edges the category's time lies between: the
         # stopwatch is read inside each span, so the SDK's own time between the two differs by tens of
@@ -177,7 +185,8 @@ def test_budget_matches_stopwatch_truth_per_category(measured):
         # time outside the server's timings.  The task's own time (cpu, other) holds the SDK's
         # bookkeeping of all its spans, which the stopwatch splits by thread CPU as it can.
         edges = {"network": 2, "cpu": SPANS_PER_TASK, "other": SPANS_PER_TASK}.get(category, 1) * 0.5
-        assert budget[category] == pytest.approx(expected, rel=0.05, abs=edges), (category, budget, truth)
+        slack = edges + glue_wait
+        assert budget[category] == pytest.approx(expected, rel=0.05, abs=slack), (category, budget, truth)
     assert sum(budget.values()) == pytest.approx(report["latency_ms"]["p95"], rel=1e-9)
 
 
