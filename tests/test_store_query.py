@@ -90,22 +90,31 @@ def test_every_extracted_key_reads_as_its_text_cast_to_its_type(tmp_path):
 
 
 def test_batches_hold_every_span_once_and_whole_traces(tmp_path, monkeypatch):
-    """Read several buckets to a query and split, every span comes out once, in its bucket's batch,
-    and no trace is split between batches."""
+    """Read several buckets to a query, sorted and split, every span comes out once, in its bucket's
+    batch, in the order it was stored, and no trace is split between batches."""
     from tracebuild import varied_store
 
     from agentscope.store import query
 
     path = varied_store(tmp_path / "varied.duckdb", 60)
     monkeypatch.setattr(query, "SPANS_PER_BUCKET", 50)
+    monkeypatch.setattr(query, "SPANS_PER_QUERY", 150)
     with Store(path) as store:
-        assert query.buckets_for(store) > query.BUCKETS_PER_QUERY
+        assert query.buckets_for(store) > query.SPANS_PER_QUERY // query.SPANS_PER_BUCKET
         batches = list(query.span_batches(store))
-        every = store.con.execute("SELECT span_id FROM spans").fetchall()
-    span_ids = [s for batch in batches for s in batch.column("span_id").to_pylist()]
-    assert sorted(span_ids) == sorted(s for (s,) in every)
+        every = store.con.execute("SELECT trace_id, span_id FROM spans ORDER BY rowid").fetchall()
+
+    def keys(batch):
+        return list(
+            zip(batch.column("trace_id").to_pylist(), batch.column("span_id").to_pylist(), strict=True)
+        )
+
+    assert sorted(key for batch in batches for key in keys(batch)) == sorted(every)
+    stored_at = {key: row for row, key in enumerate(every)}
     owners = {}
     for k, batch in enumerate(batches):
         assert "bucket" not in batch.column_names
+        rows = [stored_at[key] for key in keys(batch)]
+        assert rows == sorted(rows)
         for trace_id in set(batch.column("trace_id").to_pylist()):
             assert owners.setdefault(trace_id, k) == k
