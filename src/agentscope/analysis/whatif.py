@@ -235,10 +235,10 @@ class _Spans:
         counts = np.diff(np.r_[first, len(kids)])
         owners = parent[kids[first]]
         owner_depth = depth[owners]
-        for d in np.unique(owner_depth)[::-1]:  # deepest parents first: their children are done
+        for d in _distinct(owner_depth)[::-1]:  # deepest parents first: their children are done
             at_depth = np.flatnonzero(owner_depth == d)
             sizes = np.ceil(np.log2(counts[at_depth])).astype(np.int64)
-            for size in np.unique(sizes):
+            for size in _distinct(sizes):
                 group = at_depth[sizes == size]
                 duration[owners[group]] = self._parents(group, first, counts, kids, owners, lo, hi, duration)
         return duration
@@ -292,3 +292,11 @@ class _Spans:
         last_old = np.where(valid, child_hi, _NO_TIME).max(axis=1)
         last_new = np.where(valid[:, :, None], new_end, -np.inf).max(axis=1)
         return last_new + (hi[p] - last_old)[:, None] * own
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of an array of small non-negative integers, ascending.
+
+    ``np.unique`` would do, but its first call imports ``numpy.ma`` (11 ms in every worker process).
+    """
+    return np.flatnonzero(np.bincount(values))
