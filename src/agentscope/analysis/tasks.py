@@ -215,17 +215,19 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
     children = trace.children
     for i in spans:
         k = kind[i]
+        label = labels[i]
+        category = OPERATION_KINDS.get(k)
         enclosing = chains.get(parent[i], ())
-        operation = k in OPERATION_KINDS and labels[i] not in enclosing
+        operation = category is not None and label not in enclosing
         length = on_path[i]
         if length:
-            for label in enclosing:
-                path_ns[label] = path_ns.get(label, 0.0) + length
+            for outer in enclosing:
+                path_ns[outer] = path_ns.get(outer, 0.0) + length
             if operation:
-                path_ns[labels[i]] = path_ns.get(labels[i], 0.0) + length
+                path_ns[label] = path_ns.get(label, 0.0) + length
         if children[i]:  # only a parent's chain is looked up
-            chains[i] = (*enclosing, labels[i]) if operation else enclosing
-        if i in provider_side:
+            chains[i] = (*enclosing, label) if operation else enclosing
+        if category is None or i in provider_side:
             continue
         if k == "llm":
             if length:
@@ -236,17 +238,18 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
             input_tokens += usage[0]
             output_tokens += usage[1]
             cached_tokens += usage[2]
-            tally = models.setdefault(labels[i], [0, 0, 0, 0])
+            tally = models.setdefault(label, [0, 0, 0, 0])
             tally[0] += usage[0]
             tally[1] += usage[1]
             tally[2] += usage[2]
             tally[3] += 1
-        if k in OPERATION_KINDS and not (k == "http" and kind[parent[i]] == "llm"):
-            counted = calls.get(labels[i])
-            if counted is None:
-                calls[labels[i]] = [OPERATION_KINDS[k], 1]
-            else:
-                counted[1] += 1
+        elif k == "http" and kind[parent[i]] == "llm":
+            continue
+        counted = calls.get(label)
+        if counted is None:
+            calls[label] = [category, 1]
+        else:
+            counted[1] += 1
     operations = {label: (category, path_ns.get(label, 0.0), n) for label, (category, n) in calls.items()}
     result = TaskResult(
         trace_id=trace.value("trace_id", task),
