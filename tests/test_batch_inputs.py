@@ -49,14 +49,17 @@ def test_a_batch_without_required_columns_is_refused():
         analyze({"start_ns": [1], "end_ns": [2]})
 
 
-@pytest.mark.parametrize("keyed", [True, False])
+@pytest.mark.parametrize("keyed", ["all", "none", "partly"])
 def test_interleaved_traces_are_grouped_side_by_side_and_analysed_alike(keyed):
     """Rows of two traces taken in turn (a frame sorted by time, say) give the same results as the
-    traces one after the other; each trace's rows become one run, in first-seen order."""
+    traces one after the other; each trace's rows become one run, in first-seen order.  Without
+    trace ids the trees are told apart by their parents; rows without one are one trace."""
     interleaved = [ROWS[3], ROWS[0], ROWS[4], ROWS[1], ROWS[2]]
     columns = as_columns(interleaved)
-    if not keyed:
+    if keyed == "none":
         columns["trace_id"] = [None] * len(interleaved)
+    if keyed == "partly":
+        columns["trace_id"] = [t if t == "t2" else None for t in columns["trace_id"]]
     for container in (columns, pa.table(columns)):  # lists are regrouped in Python, Arrow in Arrow
         batch = SpanBatch.from_any(container)
         assert [list(rows) for rows in batch.traces()] == [[0, 1], [2, 3, 4]]
