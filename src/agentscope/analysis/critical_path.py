@@ -22,7 +22,11 @@ def critical_path(trace: Trace, task: int) -> list[Segment]:
     emit = segments.append
 
     def latest_first(span: int) -> list[int]:
-        return sorted(children[span], key=lambda c: (-end[c], start[c]))
+        """Children by end, latest first, equal ends by start: two sorts keyed in C (both stable, the
+        second in reverse), where one keyed by a Python function called it for every child."""
+        kids = sorted(children[span], key=start.__getitem__)
+        kids.sort(key=end.__getitem__, reverse=True)
+        return kids
 
     # frame: [span, lo, hi, its children latest-ending first, next child position, cursor]
     frames = [[task, start[task], end[task], latest_first(task), 0, end[task]]]
