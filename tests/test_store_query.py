@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 
 from tracebuild import store_row
 
@@ -118,3 +120,20 @@ def test_batches_hold_every_span_once_and_whole_traces(tmp_path, monkeypatch):
         assert rows == sorted(rows)
         for trace_id in set(batch.column("trace_id").to_pylist()):
             assert owners.setdefault(trace_id, k) == k
+
+
+def test_a_store_draws_no_progress_bar_and_opens_beside_a_plain_connection(tmp_path):
+    """In an interactive interpreter (a notebook, ``python -c``), DuckDB draws a progress bar on
+    standard output for a query past two seconds, into a blame's JSON say: a store's connections have
+    it off, by a setting, so a plain connection to the same file in the same process still opens."""
+    path = tmp_path / "bar.duckdb"
+    code = f"""
+import duckdb
+from agentscope.store import Store
+plain = duckdb.connect({str(path)!r})
+with Store({str(path)!r}) as store:
+    print(store.con.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0])
+print(plain.execute("SELECT current_setting('enable_progress_bar')").fetchone()[0])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]

@@ -92,7 +92,6 @@ def export_parquet(
     out = Path(out)
     # DuckDB would keep the pages it reads cached, so its memory would grow with the store: cap it.
     store.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
-    store.con.execute("SET enable_progress_bar = false")
     store.con.execute("SET preserve_insertion_order = false")  # else the stream buffers to keep order
     spans = store.con.execute(f"SELECT count(*) FROM spans WHERE {APP_SPANS}").fetchall()[0][0]
     buckets = default_buckets(spans) if buckets is None else buckets

@@ -15,9 +15,21 @@ import pyarrow as pa
 
 from agentscope.store.schema import COLUMN_NAMES, DDL, SCHEMA_VERSION
 
-connect = duckdb.connect
+_duckdb_connect = duckdb.connect
 """Taken at import, before any instrumentation can patch ``duckdb.connect``: agentscope's own
 queries (the store's, the ingest parser's) must never become spans (spans of its writes would feed back)."""
+
+
+def connect(database: str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection for agentscope's own queries, without DuckDB's progress bar: in an
+    interactive interpreter (a notebook, ``python -c``) a query past two seconds draws one on standard
+    output, into a blame's JSON say.  It is
+    turned off by a setting, not the connection's config, since DuckDB refuses a second connection to
+    a file opened with another config (the user's own, say)."""
+    con = _duckdb_connect(database, read_only=read_only)
+    con.execute("SET enable_progress_bar = false")
+    return con
+
 
 DEFAULT_STORE = "agentscope.duckdb"
 STORE_ENV = "AGENTSCOPE_STORE"
