@@ -8,7 +8,7 @@ batch of whole traces, so memory stays bounded whatever the store's size.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from typing import Any
 
@@ -132,8 +132,8 @@ def buckets_for(store: Store) -> int:
 def span_batches(store: Store, selection: Selection | None = None) -> Iterator[pa.Table]:
     """Every trace in the store (or those ``selection`` may keep), as Arrow batches of whole traces.
 
-    Within a batch, spans keep the order they were stored in (the analysis is the same in any order,
-    but this keeps ties between equal spans broken the same way on every read)."""
+    Within a batch, spans keep the order they were stored in: the walk breaks ties between spans of
+    equal times by it, so every read of a store gives the same answers."""
     buckets = buckets_for(store)
     selected, params = selected_traces(selection)
     where = f"{APP_SPANS} AND {selected}"
@@ -152,7 +152,7 @@ def span_batches(store: Store, selection: Selection | None = None) -> Iterator[p
         yield from _by_bucket(store.con.sql(sql, params=params).to_arrow_reader(SPANS_PER_BUCKET))
 
 
-def _by_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
     """The rows of each bucket in ``batches`` (sorted by their ``bucket`` column), less that column.
 
     A bucket's pieces are copied into one batch: a slice would pickle (to a worker) with all of the

@@ -23,9 +23,8 @@ queries (the store's, the ingest parser's) must never become spans (spans of its
 def connect(database: str, read_only: bool = False) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection for agentscope's own queries, without DuckDB's progress bar: in an
     interactive interpreter (a notebook, ``python -c``) a query past two seconds draws one on standard
-    output, into a blame's JSON say.  It is
-    turned off by a setting, not the connection's config, since DuckDB refuses a second connection to
-    a file opened with another config (the user's own, say)."""
+    output, into a blame's JSON say.  It is turned off by a setting, not the connection's config,
+    since DuckDB refuses a second connection to a file opened with another config (the user's own)."""
     con = _duckdb_connect(database, read_only=read_only)
     con.execute("SET enable_progress_bar = false")
     return con
