@@ -99,8 +99,8 @@ def _arrow_strings(column: Any) -> list[str | None]:
     three quarters of the time with a third of the page faults, and each string is hashed once."""
     dictionary, codes = _encoded(column)
     values = dictionary.to_pylist()
-    if len(values) * 2 > len(column):  # mostly distinct (span ids): nothing to share
-        return column.to_pylist()
+    if len(values) == len(column):  # every value distinct (span ids): the dictionary is the column
+        return values
     return np.array(values, dtype=object)[codes].tolist()
 
 
