@@ -43,7 +43,7 @@ def test_otlp_json_lines_from_an_openllmetry_style_producer(tmp_path):
     path = tmp_path / "traces.bin"  # the name says nothing; the content decides
     path.write_text(dumps(agent_trace_otlp()) + "\n\n")
     with Store(None) as store:
-        summary = ingest(store, [path])
+        summary = ingest(store, [str(path)])  # a path as text, as a caller often has it
         assert summary.ok and summary.formats == {"otlp-json-lines": 1}
         assert (summary.spans_read, summary.stored, summary.traces, summary.tasks) == (3, 3, 1, 1)
         assert kinds(store) == {"resolve_ticket.workflow": "task", "openai.chat": "llm", "search": "tool"}

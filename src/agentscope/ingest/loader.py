@@ -8,6 +8,7 @@ are stored whatever else is wrong with it.
 
 from __future__ import annotations
 
+import os
 import time
 import zlib
 from collections import Counter
@@ -287,10 +288,11 @@ def ingest_file(
 
 def ingest(
     store: Sink,
-    paths: list[Path],
+    paths: Iterable[str | os.PathLike[str]],
     progress: Callable[[int], None] | None = None,
 ) -> IngestSummary:
-    """Load files and folders of traces into ``store``; see :class:`IngestSummary`.
+    """Load files and folders of traces (paths, as text or ``Path``) into ``store``; see
+    :class:`IngestSummary`.
 
     ``store`` is a :class:`Store` this process holds, or a :class:`SharedStore`
     file that other processes use too: the file is then kept from one batch to the
@@ -300,7 +302,7 @@ def ingest(
     started = time.perf_counter()
     traces: set[str] = set()
     with store.holding() if isinstance(store, SharedStore) else nullcontext():
-        _ingest_paths(store, paths, progress, summary, traces)
+        _ingest_paths(store, [Path(path) for path in paths], progress, summary, traces)
     summary.seconds = time.perf_counter() - started
     return summary
 
