@@ -159,8 +159,10 @@ def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
     buffer it is cut from.
     """
     pieces: list[pa.RecordBatch] = []
-    current = None
+    current = -1
     for batch in batches:
+        if not batch.num_rows:
+            continue
         column = batch.column("bucket")
         bucket = np.frombuffer(
             column.buffers()[1], dtype=np.uint64, count=len(column), offset=column.offset * 8
@@ -168,8 +170,6 @@ def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
         batch = batch.drop_columns(["bucket"])
         edges = [0, *(np.flatnonzero(bucket[1:] != bucket[:-1]) + 1).tolist(), len(batch)]
         for a, z in pairwise(edges):
-            if a == z:
-                continue
             if pieces and bucket[a] != current:
                 yield pa.Table.from_batches([pa.concat_batches(pieces)])
                 pieces = []
