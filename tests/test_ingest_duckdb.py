@@ -70,7 +70,7 @@ def both_readers(lines: list[str], decoded: bool = True) -> tuple[dict, dict, li
     block = [(line + "\n").encode() for line in lines]
     con = otlp_duckdb.connect_parser()
     try:
-        parsed = otlp_duckdb.parse_block(con, 1, block)
+        (parsed,) = otlp_duckdb.parse_blocks(con, [(1, block)])
     finally:
         con.close()
     fast = rows_by_key([tuple(r.values()) for r in parsed.table.to_pylist()], decoded)
@@ -250,3 +250,56 @@ def test_lines_the_query_cannot_take_exactly_go_to_the_python_reader():
     assert list(fast) == [(TRACE, "1" * 16)]
     assert routed == [2, 3, 4, 5]
     assert python[(TRACE, "3" * 16)]["attributes"] == {"a": 2}
+
+
+def _one_span_lines(first: int, count: int) -> list[bytes]:
+    return [
+        (
+            dumps(
+                otlp_request(
+                    [
+                        {
+                            "traceId": TRACE,
+                            "spanId": f"{n:016x}",
+                            "name": f"step {n}",
+                            "startTimeUnixNano": 10 * n,
+                            "endTimeUnixNano": 10 * n + 5,
+                        }
+                    ]
+                )
+            )
+            + "\n"
+        ).encode()
+        for n in range(first, first + count)
+    ]
+
+
+def test_blocks_stream_through_one_query_and_come_back_each_with_its_own_rows():
+    blocks = [(1, _one_span_lines(1, 3000)), (3001, _one_span_lines(3001, 5)), (3006, [b"\n", b"  \n"])]
+    not_json = 3001 + 2
+    blocks[1][1][2] = b'{"resourceSpans": [\n'
+    blocks.append((3008, _one_span_lines(3008, 2500)))
+    con = otlp_duckdb.connect_parser()
+    try:
+        parsed = list(otlp_duckdb.parse_blocks(con, iter(blocks)))
+    finally:
+        con.close()
+    assert [(p.first, len(p.block)) for p in parsed] == [(first, len(block)) for first, block in blocks]
+    for p in parsed:
+        spans = [int(span_id, 16) for span_id in p.table.column("span_id").to_pylist()]
+        assert p.lines == spans  # each line's span, in order, in its own block
+        assert sorted(p.lines + p.routed) == list(range(p.first, p.first + len(p.block)))
+    assert parsed[1].routed == [not_json]  # the rest of its block is still read by the query
+    assert parsed[2].routed == [3006, 3007] and parsed[2].table.num_rows == 0
+
+
+def test_a_parser_out_of_memory_leaves_the_blocks_to_the_python_reader_whole():
+    blocks = [(1, _one_span_lines(1, 40)), (41, _one_span_lines(41, 40))]
+    con = otlp_duckdb.connect_parser()
+    try:
+        con.execute("SET memory_limit = '1MB'")
+        parsed = list(otlp_duckdb.parse_blocks(con, iter(blocks)))
+    finally:
+        con.close()
+    assert [p.routed for p in parsed] == [list(range(1, 41)), list(range(41, 81))]
+    assert all(p.table.num_rows == 0 for p in parsed)

@@ -212,8 +212,8 @@ def _take_json_lines(
     Python reader alone.
     """
     with stream, closing(otlp_duckdb.connect_parser()) as con:
-        for first, block in otlp_duckdb.blocks(stream):
-            parsed = otlp_duckdb.parse_block(con, first, block)
+        for parsed in otlp_duckdb.parse_blocks(con, otlp_duckdb.blocks(stream)):
+            first, block = parsed.first, parsed.block
             left = list(json_lines_records((n, block[n - first]) for n in parsed.routed))
             if _overlap(parsed.table, left):
                 left = list(json_lines_records(enumerate(block, start=first)))
