@@ -112,3 +112,29 @@ print(json.dumps({{"pandas": "pandas" in sys.modules, "tasks": len(fields[0])}})
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == {"pandas": False, "tasks": 1}
+
+
+def test_an_ingest_of_json_lines_loads_no_pandas(tmp_path):
+    """The DuckDB reader cuts its result at block ends by line number; pyarrow's ``to_numpy``, or a
+    comparison with an Arrow scalar, would import pandas for it (0.4 s of an ingest)."""
+    from traces_fixtures import dumps, otlp_request, otlp_span, s
+
+    def line(n: int) -> str:
+        spans = [
+            otlp_span(f"{n:032x}", f"{n:08x}{k:08x}", None, "chat", k, k + 5, [s("gen_ai.system", "x")])
+            for k in range(1, 4)
+        ]
+        return dumps(otlp_request(spans)) + "\n"
+
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text("".join(line(n) for n in range(1, 4)))
+    code = f"""
+import json, sys
+from agentscope.ingest import ingest
+from agentscope.store import Store
+with Store({str(tmp_path / "store.duckdb")!r}) as store:
+    summary = ingest(store, [{str(traces)!r}])
+print(json.dumps({{"pandas": "pandas" in sys.modules, "stored": summary.stored}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == {"pandas": False, "stored": 9}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import zlib
 from array import array
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +32,6 @@ from itertools import accumulate
 from typing import IO
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -380,10 +380,10 @@ def parse_blocks(
         with _streamed(con, pa.RecordBatchReader.from_batches(LINES_SCHEMA, lines())) as result:
             pending: list[pa.RecordBatch] = []
             for batch in result:
-                line = batch.column(0).to_numpy()
+                line = _int64_values(batch.column(0))
                 start = 0
                 while len(line) and line[-1] >= fed[0].end:
-                    cut = int(np.searchsorted(line, fed[0].end))
+                    cut = bisect_left(line, fed[0].end)
                     pending.append(batch.slice(start, cut - start))
                     yield _taken(fed.popleft(), pa.Table.from_batches(pending, result.schema))
                     pending, start = [], cut
@@ -420,10 +420,13 @@ def _prepared(first: int, block: list[bytes]) -> tuple[_Fed, pa.Table]:
 def _taken(item: _Fed, table: pa.Table) -> Parsed:
     """A block's rows from the query's ``table`` of them, less the lines it read but does not take."""
     untaken = _untaken(table, item.numbers)
-    taken = table.filter(pc.invert(pc.is_in(table.column("line"), value_set=_int64_array(sorted(untaken)))))
-    rows = taken.select(list(COLUMN_NAMES)).cast(ARROW_SCHEMA)
+    if untaken:  # a filter copies every column, so a block whose lines are all taken skips it
+        table = table.filter(
+            pc.invert(pc.is_in(table.column("line"), value_set=_int64_array(sorted(untaken))))
+        )
+    rows = table.select(list(COLUMN_NAMES)).cast(ARROW_SCHEMA)
     return Parsed(
-        item.first, item.block, rows, taken.column("line").to_pylist(), sorted(item.routed | untaken)
+        item.first, item.block, rows, table.column("line").to_pylist(), sorted(item.routed | untaken)
     )
 
 
@@ -493,6 +496,12 @@ def _int64_array(values: list[int]) -> pa.Array:
     """Line numbers as Arrow, from one buffer: ``pa.array`` would first import pandas (0.4 s) to rule out
     its types."""
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array("q", values))])
+
+
+def _int64_values(column: pa.Array) -> memoryview:
+    """An int64 column's values, read in place: its ``to_numpy`` would first import pandas (0.4 s), and
+    so would comparing it with an Arrow scalar."""
+    return memoryview(column.buffers()[1]).cast("q")[column.offset : column.offset + len(column)]
 
 
 def _utf8(line: bytes) -> bool:
