@@ -134,7 +134,7 @@ def _ingest(target: Store | SharedStore, paths: list[Path], console: Console) ->
 
 
 def _is_store_file(path: Path) -> bool:
-    from agentscope.ingest.sources import DUCKDB_MAGIC
+    from agentscope.ingest.sniff import DUCKDB_MAGIC
 
     try:
         with path.open("rb") as handle:

@@ -121,7 +121,7 @@ def test_otlp_protobuf_single_and_length_delimited_from_the_real_otel_encoder(tm
     with Store(None) as store:
         summary = ingest(store, [tmp_path])
         assert summary.ok, summary.problems
-        assert summary.formats == {"otlp-proto": 3}
+        assert summary.formats == {"otlp-proto": 1, "otlp-proto-delimited": 2}
         assert store.span_count() == 6 and summary.stored == 6 and summary.already_stored == 8
         assert dict(store.con.execute("SELECT kind, count(*) FROM spans GROUP BY kind").fetchall()) == {
             "task": 3,

@@ -157,3 +157,29 @@ def test_bad_langsmith_runs_are_named_by_file_and_line_and_the_good_ones_kept(
         (2, "invalid JSON"),
         (3, "run has no end_time (it never finished, or its update was not exported)"),
     ]
+
+
+def test_a_langsmith_export_whose_runs_carry_long_prompts_is_read(langsmith_tracer, providers, tmp_path):
+    """The real client's runs, carrying 200 KB of prompt, are told apart and read whole.
+
+    (This client writes ``run_type`` before ``inputs``; the orders that put it after them are in
+    tests/test_detect.py.)"""
+    from agentscope.ingest import ingest
+    from agentscope.store import Store
+
+    capture, tracer, client = langsmith_tracer
+    history = "Earlier in this ticket: " + "the customer wrote again " * 8_000
+    react_agent(providers.normal.base_url, "sequential").invoke(
+        {"messages": [("system", history), ("user", prompt_for("sequential"))]},
+        config={"callbacks": [tracer]},
+    )
+    tracer.wait_for_futures()
+    client.flush()
+    path = capture.export(tmp_path / "runs.jsonl")
+    assert len(path.read_bytes().split(b"\n", 1)[0]) > 200_000  # the first record, the one that decides
+    with Store(None) as store:
+        summary = ingest(store, [path])
+        llm_calls = store.con.execute("SELECT count(*) FROM spans WHERE kind = 'llm'").fetchone()[0]
+    assert summary.ok, summary.problems
+    assert dict(summary.formats) == {"langsmith": 1}
+    assert summary.stored == len(capture.runs) and summary.tasks == 1 and llm_calls == 4

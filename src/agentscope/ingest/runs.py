@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 from typing import IO, Any
 
@@ -131,28 +132,39 @@ def iter_objects(stream: IO[bytes], envelope: str = "data") -> Iterator[tuple[in
         yield from enumerate(iter_array(io.TextIOWrapper(stream, encoding="utf-8")), start=1)
         return
     first = stream.readline()
-    try:
-        value = orjson.loads(first)
-    except orjson.JSONDecodeError:
-        value = None
-    if isinstance(value, dict) and not isinstance(value.get(envelope), list):
-        yield 1, value
-        for line_number, line in enumerate(stream, start=2):
-            if not line.strip():
-                continue
-            try:
-                yield line_number, orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                yield line_number, JSONStreamError(f"invalid JSON: {exc}")
+    value = _object_or_none(first)
+    read = [first] if value is not None else [first, stream.readline()]
+    if (value is None and _object_or_none(read[1]) is not None) or (
+        value is not None and not isinstance(value.get(envelope), list)
+    ):  # JSON lines (a broken first line is one of them when the next line is an object)
+        yield from _json_lines(itertools.chain(read, stream))
         return
     try:  # one document over several lines, or an API page
-        value = orjson.loads(first + stream.read())
+        value = orjson.loads(b"".join(read) + stream.read())
     except orjson.JSONDecodeError as exc:
         raise JSONStreamError(f"invalid JSON: {exc}") from None
     items = value.get(envelope) if isinstance(value, dict) and envelope in value else [value]
     if not isinstance(items, list):
         raise JSONStreamError(f'"{envelope}" is not an array')
     yield from enumerate(items, start=1)
+
+
+def _object_or_none(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _json_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, Any]]:
+    for line_number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield line_number, orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            yield line_number, JSONStreamError(f"invalid JSON: {exc}")
 
 
 def read_export(

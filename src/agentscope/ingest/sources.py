@@ -13,14 +13,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-import orjson
-
-from agentscope.ingest import jaeger, langfuse, langsmith, otlp, zipkin
+from agentscope.ingest import jaeger, langfuse, langsmith, otlp, sniff, zipkin
 from agentscope.ingest.records import Record
+from agentscope.ingest.sniff import UnknownFormat
 
 GZIP_MAGIC = b"\x1f\x8b"
-DUCKDB_MAGIC = b"DUCK"
 HEAD = 1 << 16
+FIRST_RECORD_MAX = 64 << 20  # bytes read at most to find a file's first whole record
 
 FORMATS = (
     "otlp-json-lines",
@@ -33,10 +32,6 @@ FORMATS = (
     "langfuse",
     "store",
 )
-
-
-class UnknownFormat(ValueError):
-    """The file is none of the formats agentscope reads."""
 
 
 def expand(paths: list[Path], unreadable: list[tuple[Path, str]] | None = None) -> Iterator[Path]:
@@ -108,70 +103,87 @@ def stream_problem(stream: IO[bytes]) -> str | None:
 
 
 def detect(stream: IO[bytes]) -> str:
-    """The format of an (uncompressed) stream, from its first bytes; the stream must be peekable."""
-    head = stream.peek(HEAD)[:HEAD] if hasattr(stream, "peek") else b""
-    if head[8:12] == DUCKDB_MAGIC:
-        return "store"
-    text = head.lstrip()
-    if text.startswith((b"{", b"[")) and b'"resourceSpans"' not in head and b'"resource_spans"' not in head:
-        service = _tracing_service(head)
-        if service is not None:
-            return service
-    if text.startswith(b"{"):
-        if b'"resourceSpans"' in head or b'"resource_spans"' in head:
-            first_line = head.split(b"\n", 1)[0]
-            if b"\n" in head:
-                try:
-                    orjson.loads(first_line)
-                    return "otlp-json-lines"
-                except orjson.JSONDecodeError:
-                    return "otlp-json"
-            return "otlp-json-lines"
-        if b'"data"' in head[:64]:
-            return "jaeger"
-        if b'"traceID"' in head or b'"spans"' in head:
-            return "jaeger-trace"
-        raise UnknownFormat("a JSON object that is neither OTLP (resourceSpans) nor Jaeger (data/spans)")
-    if text.startswith(b"["):
-        return "zipkin"
-    if not head:
-        raise UnknownFormat("the file is empty")
-    if _looks_delimited(head) or otlp.parse_proto_message(head) is not None:
-        return "otlp-proto"
-    if all(32 <= b < 127 or b in (9, 10, 13) for b in head[:256]):
-        raise UnknownFormat("a text file that is not JSON")
-    return "otlp-proto"
+    """The format of an (uncompressed) stream, read from where it is as far as its first record needs."""
+    return _read_first_record(stream)[0]
 
 
-def _tracing_service(head: bytes) -> str | None:
-    """``langsmith`` or ``langfuse`` when the head looks like their runs or observations.
+def _read_first_record(stream: IO[bytes]) -> tuple[str, bytes]:
+    """The stream's format and the bytes read to tell it: its first whole record, at most
+    :data:`FIRST_RECORD_MAX` bytes (see :mod:`agentscope.ingest.sniff`)."""
+    data = b""
+    want = HEAD
+    while True:
+        data += _read_up_to(stream, want - len(data))
+        eof = len(data) < want
+        try:
+            return sniff.judge(data, eof), data
+        except sniff.Incomplete:
+            if want >= FIRST_RECORD_MAX:
+                raise UnknownFormat(
+                    f"its first record is larger than {FIRST_RECORD_MAX >> 20} MiB, the most read "
+                    "to tell a file's format"
+                ) from None
+            want = min(want * 4, FIRST_RECORD_MAX)
 
-    LangSmith runs carry ``run_type`` and snake_case times; Langfuse observations
-    camelCase ``traceId`` with ``startTime`` (Jaeger writes ``traceID``, Zipkin
-    ``timestamp``, OTLP ``startTimeUnixNano``).
-    """
-    if b'"run_type"' in head and (b'"start_time"' in head or b'"parent_run_id"' in head):
-        return "langsmith"
-    if b'"traceId"' in head and b'"startTime"' in head:
-        return "langfuse"
-    return None
+
+def _read_up_to(stream: IO[bytes], size: int) -> bytes:
+    """``size`` bytes, fewer only at the end of the stream (a raw stream may return less a read)."""
+    parts = []
+    while size > 0:
+        part = stream.read(size)
+        if not part:
+            break
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+class _Replay(io.RawIOBase):
+    """The bytes read to tell a stream's format, then the rest of that stream."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self._head = memoryview(head)
+        self._rest = rest
+
+    @property
+    def problem(self) -> str | None:
+        """Why the stream underneath ended early (see :func:`stream_problem`)."""
+        return getattr(self._rest, "problem", None)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if not self._head:
+            return self._rest.readinto(buffer)  # type: ignore[attr-defined]
+        taken = min(len(buffer), len(self._head))
+        buffer[:taken] = self._head[:taken]
+        self._head = self._head[taken:]
+        return taken
+
+    def close(self) -> None:
+        self._rest.close()
+        super().close()
 
 
 def open_detected(path: Path) -> tuple[str, IO[bytes]]:
     """The format of ``path`` and its (decompressed) stream, positioned at the start."""
     raw = open_binary(path)
-    stream = io.BufferedReader(raw, buffer_size=HEAD) if not isinstance(raw, io.BufferedReader) else raw
     try:
-        return detect(stream), stream
+        fmt, head = _read_first_record(raw)
     except UnknownFormat:
-        problem = stream_problem(stream)
-        stream.close()
+        problem = getattr(raw, "problem", None)
+        raw.close()
         if problem is not None:  # "empty" or "not JSON" only because the gzip data stopped
             raise UnknownFormat(problem) from None
         raise
     except Exception:
-        stream.close()
+        raw.close()
         raise
+    if raw.seekable():
+        raw.seek(0)
+        return fmt, raw
+    return fmt, io.BufferedReader(_Replay(head, raw), buffer_size=HEAD)
 
 
 def read(path: Path) -> tuple[str, Iterator[Record]]:
@@ -195,28 +207,11 @@ def records(fmt: str, stream: IO[bytes]) -> Iterator[Record]:
             yield from langsmith.read(stream)
         elif fmt == "langfuse":
             yield from langfuse.read(stream)
+        elif fmt == "otlp-proto-delimited":
+            yield from otlp.read_proto_delimited(stream)
         elif fmt == "otlp-proto":
-            if _looks_delimited(stream.peek(HEAD)[:HEAD]):
-                yield from otlp.read_proto_delimited(stream)
-                return
             request = otlp.parse_proto_message(stream.read())
             if request is None:
                 yield Record(1, problem="not an OTLP protobuf ExportTraceServiceRequest")
             else:
                 yield from otlp.proto_request_records(request, 1)
-
-
-def _looks_delimited(head: bytes) -> bool:
-    """Whether ``head`` starts with a varint length followed by a whole trace request."""
-    size = shift = used = 0
-    while used < min(10, len(head)):
-        byte = head[used]
-        used += 1
-        size |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
-    else:
-        return False
-    message = head[used : used + size]
-    return len(message) == size and otlp.parse_proto_message(message) is not None
