@@ -24,6 +24,7 @@ from agentscope.cli.render import blame_markdown, print_blame, probe_table
 from agentscope.cli.spark_blame import SparkProblem, blame_parquet
 from agentscope.cli.waterfall import waterfall
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from agentscope import __version__
@@ -67,7 +68,7 @@ class UsageProblem(Exception):
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
+    Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 

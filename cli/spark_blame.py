@@ -11,6 +11,7 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -65,14 +66,48 @@ def _session(engine: Any, master: str | None) -> Any:
 
 
 _JAVA_PREFIX = re.compile(r"^:?\s*(?:[\w.$]+(?:Exception|Error):\s*)?")
+_TRACEBACK = "Traceback (most recent call last):"
+_MISSING_MODULE = re.compile(r"^ModuleNotFoundError: No module named '([^']+)'")
 
 
 def _first_line(exc: Exception) -> str:
-    """The sentence of a (possibly Java) error that says what went wrong, without its class or stack."""
-    for line in str(exc).strip().splitlines():
+    """The sentence of a (possibly Java) error that says what went wrong, without its class or stack.
+
+    An error from a Python worker says only "An exception was thrown from the
+    Python worker:" first; its cause is the last line of the traceback after it.
+    """
+    text = str(exc).strip()
+    if _TRACEBACK in text:
+        raised = [line for line in text.split(_TRACEBACK, 1)[1].splitlines() if line[:1].isalpha()]
+        if raised:
+            return f"a Spark Python worker failed: {raised[-1].split(' SQLSTATE:', 1)[0].strip()}"
+    for line in text.splitlines():
         if line.strip() and not line.startswith("An error occurred while calling"):
             return _JAVA_PREFIX.sub("", line.strip())
     return type(exc).__name__
+
+
+def _worker_advice(exc: Exception, spark: Any) -> str:
+    """What to install where, when a Python worker could not import a module."""
+    match = _MISSING_MODULE.search(_first_line(exc).removeprefix("a Spark Python worker failed: "))
+    if match is None:
+        return ""
+    python = getattr(getattr(spark, "sparkContext", None), "pythonExec", None) if not _remote() else None
+    where = (
+        f"the workers run {python}" if python else "the Spark Connect server's workers run their own Python"
+    )
+    package = (
+        "agentscope[spark]" if match.group(1).split(".")[0] in ("agentscope", "pandas", "pyarrow") else ""
+    )
+    install = f"pip install '{package}' into it" if package else f"install {match.group(1)} into it"
+    return (
+        f" ({where}: {install}, or set PYSPARK_PYTHON to a Python that has agentscope, "
+        f"such as {sys.executable})"
+    )
+
+
+def _remote() -> bool:
+    return bool(os.environ.get("SPARK_REMOTE"))
 
 
 def blame_parquet(
@@ -106,4 +141,5 @@ def blame_parquet(
     except Exception as exc:
         raise SparkProblem(
             f"Spark could not analyse {', '.join(map(str, paths))}: {_first_line(exc)}"
+            f"{_worker_advice(exc, spark)}"
         ) from None

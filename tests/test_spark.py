@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 from clirun import cli
 from tracebuild import varied_store
+from traces_fixtures import otlp_request, otlp_span
 
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import blame_store, task_results
@@ -307,3 +308,26 @@ def test_task_tables_of_two_periods_add_up_to_the_report_of_both(spark, varied, 
         engine.task_results(frame.where(frame.bucket == half)).write.parquet(str(tmp_path / f"tasks-{half}"))
     both = spark.read.parquet(str(tmp_path / "tasks-0"), str(tmp_path / "tasks-1"))
     assert engine.blame_tasks(both) == engine.blame(frame)
+
+
+def test_buckets_without_tasks_give_the_duckdb_report(spark, demo_store, tmp_path):
+    """Real stores have buckets whose traces hold no task (health checks, lone spans): they add no row."""
+    from agentscope.engines import spark as engine
+    from agentscope.ingest import ingest
+
+    store = tmp_path / "with-lone-spans.duckdb"
+    shutil.copy(demo_store, store)
+    lone = [otlp_span(f"{n + 1:032x}", f"{n + 1:016x}", None, "GET /health", n, n + 2) for n in range(40)]
+    (tmp_path / "lone.jsonl").write_text(json.dumps(otlp_request(lone, "gateway")) + "\n")
+    with Store(store) as opened:
+        assert ingest(opened, [tmp_path / "lone.jsonl"]).stored == 40
+    out = tmp_path / "spans"
+    with Store(store, read_only=True) as opened:
+        export_parquet(opened, out, buckets=32)
+    duck, duck_tasks = duckdb_answers(store)
+    with_tasks = {bucket_of(trace, 32) for trace, _, _ in duck_tasks}
+    table = ds.dataset(out, partitioning="hive").to_table()
+    assert set(table["bucket"].to_pylist()) - with_tasks  # some buckets hold spans but no task
+    frame = spark.read.parquet(str(out))
+    assert spark_tasks(engine.task_results(frame)) == duck_tasks
+    assert engine.blame(frame) == duck

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,16 +75,52 @@ def session(master: str | None = None, app_name: str = "agentscope") -> SparkSes
         return builder.getOrCreate()
     if master is not None:
         builder = builder.master(master)
+    python = own_worker_python(master)
+    if python is not None:  # PySpark reads it when the context starts and sends it with every function
+        os.environ["PYSPARK_PYTHON"] = python
     return builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
 
 
+def own_worker_python(master: str | None) -> str | None:
+    """This interpreter, for Python workers that run on this machine and that the user chose no Python for.
+
+    Spark starts its Python workers with ``python3`` from PATH unless told
+    otherwise, which is not agentscope's Python when the console script runs from
+    a virtualenv that is not activated (or from pipx): the workers then cannot
+    import agentscope.  Executors of a local master, or of a standalone master on
+    loopback (whose workers can only be on this machine), run ``sys.executable``
+    instead.  ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` in
+    spark-defaults.conf win; under ``spark-submit`` its options decide.
+    """
+    if os.environ.get("PYSPARK_PYTHON") or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    if _defaults_name_python():
+        return None
+    where = master or "local[*]"
+    on_this_machine = where.startswith("local") or re.match(r"spark://(127\.[\d.]+|localhost)(:\d+)?$", where)
+    return sys.executable if on_this_machine else None
+
+
+def _defaults_name_python() -> bool:
+    """Whether spark-defaults.conf (in SPARK_CONF_DIR, else SPARK_HOME/conf) sets the workers' Python."""
+    folder = os.environ.get("SPARK_CONF_DIR") or os.path.join(os.environ.get("SPARK_HOME", ""), "conf")
+    try:
+        with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as conf:
+            return any(line.split(None, 1)[:1] == ["spark.pyspark.python"] for line in conf)
+    except OSError:
+        return False
+
+
 def _rows(results: Sequence[TaskResult]) -> pd.DataFrame:
+    """The per-task table of one bucket; every column is of Python objects, so that a bucket without
+    tasks gives empty columns Arrow can convert to ``TASK_SCHEMA`` (pandas would make them float64,
+    which Arrow cannot turn into ``array<double>``)."""
     frame: dict[str, list[Any]] = {name: [getattr(r, name) for r in results] for name in _SCALARS}
     frame["components"] = [list(r.components) for r in results]
     frame["whatif_ns"] = [list(r.whatif_ns) for r in results]
     frame["operations"] = [orjson.dumps(r.operations).decode() for r in results]
     frame["models"] = [orjson.dumps(r.models).decode() for r in results]
-    return pd.DataFrame(frame)
+    return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in frame.items()})
 
 
 def _result(row: dict[str, Any]) -> TaskResult:
