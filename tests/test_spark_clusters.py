@@ -230,3 +230,32 @@ def test_a_spark_connect_server_gives_the_duckdb_report(exported, connect_server
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout) == on_duckdb
+
+
+@pytest.mark.parametrize(
+    ("master", "env", "ours"),
+    [
+        (None, {}, True),
+        ("local[2]", {}, True),
+        ("spark://127.0.0.1:7077", {}, True),
+        ("spark://localhost:7077", {}, True),
+        ("spark://spark-master.internal:7077", {}, False),
+        ("yarn", {}, False),
+        ("local[2]", {"PYSPARK_PYTHON": "/opt/py/bin/python"}, False),
+        ("local[2]", {"PYSPARK_GATEWAY_PORT": "40000"}, False),  # under spark-submit
+    ],
+)
+def test_the_workers_run_our_python_only_where_they_run_here_and_nobody_chose(
+    master, env, ours, monkeypatch, tmp_path
+):
+    _require_spark()
+    from agentscope.engines.spark import own_worker_python
+
+    for key in ("PYSPARK_PYTHON", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert own_worker_python(master) == (sys.executable if ours else None)
+    (tmp_path / "spark-defaults.conf").write_text("spark.pyspark.python   /opt/py/bin/python\n")
+    assert own_worker_python(master) is None  # spark-defaults.conf names one
