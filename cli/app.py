@@ -246,6 +246,14 @@ StoreOption = Annotated[
     typer.Option("--store", help="Store to read (default ./agentscope.duckdb or $AGENTSCOPE_STORE)."),
 ]
 
+KeepContentOption = Annotated[
+    bool,
+    typer.Option(
+        "--keep-content",
+        help="Keep prompts, completions and query text in the stored spans (dropped by default).",
+    ),
+]
+
 
 @app.command("ingest")
 def ingest_command(
@@ -253,6 +261,7 @@ def ingest_command(
         list[Path], typer.Argument(help="Trace files or folders (OTLP JSON/protobuf, Jaeger, Zipkin).")
     ],
     store: StoreOption = None,
+    keep_content: KeepContentOption = False,
 ) -> None:
     """Load trace files into the store; exit 2 if any input was bad (the good spans are kept)."""
     from agentscope.cli.ingesting import ingest_with_progress, print_problems, summary_table
@@ -260,7 +269,7 @@ def ingest_command(
     target = store if store is not None else Path(default_store_path())
     console = Console(stderr=True)
     try:
-        summary = ingest_with_progress(SharedStore(target), paths, console)
+        summary = ingest_with_progress(SharedStore(target), paths, console, keep_content)
     except StoreError as exc:
         raise fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -347,6 +356,7 @@ def serve(
             show_envvar=True,
         ),
     ] = None,
+    keep_content: KeepContentOption = False,
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces, protobuf or JSON) into the store."""
     import uvicorn
@@ -360,7 +370,7 @@ def serve(
         )
     target = store if store is not None else Path(default_store_path())
     try:
-        receiver = Receiver(target, max_body=max_body, token=token or None)
+        receiver = Receiver(target, max_body=max_body, token=token or None, keep_content=keep_content)
     except StoreError as exc:
         raise fail(str(exc)) from None
     console = Console(stderr=True)

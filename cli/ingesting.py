@@ -13,10 +13,12 @@ from agentscope.store import Store
 from agentscope.store.shared import SharedStore
 
 
-def ingest_with_progress(store: Store | SharedStore, paths: list[Path], console: Console) -> IngestSummary:
+def ingest_with_progress(
+    store: Store | SharedStore, paths: list[Path], console: Console, keep_content: bool = False
+) -> IngestSummary:
     """Run :func:`agentscope.ingest.ingest`, with a live spans/s bar when ``console`` is a terminal."""
     if not console.is_terminal:
-        return ingest(store, paths)
+        return ingest(store, paths, keep_content=keep_content)
     columns = (
         SpinnerColumn(),
         TextColumn("ingesting"),
@@ -27,7 +29,7 @@ def ingest_with_progress(store: Store | SharedStore, paths: list[Path], console:
     )
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("ingest", total=None)
-        return ingest(store, paths, progress=lambda n: progress.advance(task, n))
+        return ingest(store, paths, progress=lambda n: progress.advance(task, n), keep_content=keep_content)
 
 
 def summary_table(summary: IngestSummary, store_name: str) -> Table:

@@ -41,3 +41,10 @@ def test_every_kind_rule_is_in_conventions_md():
         if f"| `{key}` = `{value}` | {kind} |" not in text
     ]
     assert not missing, f"docs/conventions.md lacks the kind rules {missing}"
+
+
+def test_every_content_key_is_documented():
+    text = (DOCS / "attributes.md").read_text()
+    listed = [*attributes.CONTENT_KEYS, *(f"{prefix}…" for prefix in attributes.CONTENT_PREFIXES)]
+    missing = sorted(key for key in listed if f"`{key}`" not in text)
+    assert not missing, f"docs/attributes.md lacks {missing}"

@@ -73,6 +73,72 @@ SENSITIVE_KEY_PARTS = ("authorization", "api_key", "api-key", "apikey", "passwor
 """Attribute keys containing any of these are never stored, whatever produced the span."""
 
 
+CONTENT_KEYS = frozenset(
+    {
+        INPUT,
+        OUTPUT,
+        DB_QUERY_TEXT,
+        "db.statement",
+        # OpenInference
+        "input.value",
+        "output.value",
+        "llm.prompts",
+        "tool_call.function.arguments",
+        # OpenTelemetry GenAI (current and older) and OpenLLMetry
+        "gen_ai.prompt",
+        "gen_ai.completion",
+        "gen_ai.input.messages",
+        "gen_ai.output.messages",
+        "gen_ai.system_instructions",
+        "gen_ai.tool.call.arguments",
+        "gen_ai.tool.call.result",
+        "traceloop.entity.input",
+        "traceloop.entity.output",
+        # Langfuse
+        "langfuse.observation.input",
+        "langfuse.observation.output",
+        "langfuse.trace.input",
+        "langfuse.trace.output",
+        # Logfire and pydantic-ai
+        "request_data",
+        "response_data",
+        "all_messages_events",
+        "pydantic_ai.all_messages",
+        "final_result",
+        "tool_arguments",
+        "tool_response",
+    }
+)
+"""Attribute keys that hold prompts, completions, tool arguments or query text, by instrumentation."""
+CONTENT_PREFIXES = (
+    "llm.input_messages.",
+    "llm.output_messages.",
+    "llm.prompts.",
+    "llm.prompt_template.",
+    "retrieval.documents.",
+    "reranker.input_documents.",
+    "reranker.output_documents.",
+    "embedding.embeddings.",
+    "gen_ai.prompt.",
+    "gen_ai.completion.",
+)
+"""Prefixes of flattened content keys (``llm.input_messages.0.message.content``, ``gen_ai.prompt.0.x``)."""
+
+
+@functools.lru_cache(maxsize=8192)
+def is_content(key: str) -> bool:
+    """True for attribute keys that hold user content; stored only when content capture is on."""
+    return key in CONTENT_KEYS or key.startswith(CONTENT_PREFIXES)
+
+
+def content_pattern(before: str = "^", after: str = "$") -> str:
+    """:func:`is_content` as one regular expression (RE2 and Python ``re`` alike): a key between
+    ``before`` and ``after`` (a whole key by default; ``'"'`` for a key inside JSON text)."""
+    exact = "|".join(re.escape(key) for key in sorted(CONTENT_KEYS))
+    prefixes = "|".join(re.escape(prefix) for prefix in CONTENT_PREFIXES)
+    return f"{before}(?:(?:{exact}){after}|(?:{prefixes}))"
+
+
 @functools.lru_cache(maxsize=8192)
 def is_sensitive(key: str) -> bool:
     """True for attribute keys that may carry credentials; those are never stored."""

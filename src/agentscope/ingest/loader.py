@@ -28,6 +28,7 @@ from agentscope.ingest.batching import BATCH_ROWS, Batcher, Problem
 from agentscope.ingest.otlp import json_lines_records
 from agentscope.ingest.records import Record
 from agentscope.ingest.sources import UnknownFormat, expand, open_detected, records, stream_problem
+from agentscope.store.rows import without_content
 from agentscope.store.schema import rows_to_table
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import Inserted, Store
@@ -179,7 +180,12 @@ class _Position:
 
 
 def _take_records(
-    records: Iterable[Record], name: str, batches: _Batches, summary: IngestSummary, position: _Position
+    records: Iterable[Record],
+    name: str,
+    batches: _Batches,
+    summary: IngestSummary,
+    position: _Position,
+    keep_content: bool,
 ) -> None:
     """Pass a Python reader's records to ``batches``; problems go to ``summary``."""
     batcher = Batcher(name)
@@ -188,7 +194,8 @@ def _take_records(
             position.line = max(position.line, record.line)
             if record.row is not None:
                 summary.spans_read += 1
-                if batcher.add(record.row, record.line):
+                row = record.row if keep_content else without_content(record.row)
+                if batcher.add(row, record.line):
                     rows, lines = batcher.take()
                     batches.add(rows_to_table(rows), lines)
             if record.problem is not None:
@@ -203,7 +210,12 @@ def _take_records(
 
 
 def _take_json_lines(
-    stream: IO[bytes], name: str, batches: _Batches, summary: IngestSummary, position: _Position
+    stream: IO[bytes],
+    name: str,
+    batches: _Batches,
+    summary: IngestSummary,
+    position: _Position,
+    keep_content: bool,
 ) -> None:
     """OTLP JSON lines through DuckDB; the lines it leaves go through the Python reader.
 
@@ -212,7 +224,7 @@ def _take_json_lines(
     Python reader alone.
     """
     with stream, closing(otlp_duckdb.connect_parser()) as con:
-        for parsed in otlp_duckdb.parse_blocks(con, otlp_duckdb.blocks(stream)):
+        for parsed in otlp_duckdb.parse_blocks(con, otlp_duckdb.blocks(stream), keep_content):
             first, block = parsed.first, parsed.block
             left = list(json_lines_records((n, block[n - first]) for n in parsed.routed))
             if _overlap(parsed.table, left):
@@ -220,7 +232,7 @@ def _take_json_lines(
             else:
                 summary.spans_read += parsed.table.num_rows
                 batches.add(parsed.table, parsed.lines)
-            _take_records(left, name, batches, summary, position)
+            _take_records(left, name, batches, summary, position, keep_content)
             position.line = first + len(block) - 1
 
 
@@ -239,8 +251,12 @@ def ingest_file(
     summary: IngestSummary,
     progress: Callable[[int], None] | None = None,
     traces: set[str] | None = None,
+    keep_content: bool = False,
 ) -> None:
-    """Load one file into ``store``, recording its problems in ``summary`` and its trace ids in ``traces``."""
+    """Load one file into ``store``, recording its problems in ``summary`` and its trace ids in ``traces``.
+
+    Prompts, completions and query text in the file's spans are dropped unless ``keep_content``
+    (a store file is merged as it is: its writer chose)."""
     traces = set() if traces is None else traces
     name = str(path)
     summary.files += 1
@@ -266,9 +282,9 @@ def ingest_file(
     position = _Position()
     try:
         if fmt == "otlp-json-lines":
-            _take_json_lines(stream, name, batches, summary, position)
+            _take_json_lines(stream, name, batches, summary, position, keep_content)
         else:
-            _take_records(records(fmt, stream), name, batches, summary, position)
+            _take_records(records(fmt, stream), name, batches, summary, position, keep_content)
         cut = stream_problem(stream)
         if cut is not None:
             where = f"after line {position.line:,}" if position.line else "before its first whole line"
@@ -290,6 +306,8 @@ def ingest(
     store: Sink,
     paths: Iterable[str | os.PathLike[str]],
     progress: Callable[[int], None] | None = None,
+    *,
+    keep_content: bool = False,
 ) -> IngestSummary:
     """Load files and folders of traces (paths, as text or ``Path``) into ``store``; see
     :class:`IngestSummary`.
@@ -297,12 +315,13 @@ def ingest(
     ``store`` is a :class:`Store` this process holds, or a :class:`SharedStore`
     file that other processes use too: the file is then kept from one batch to the
     next only while no other process waits for it (:meth:`SharedStore.holding`).
+    Prompts, completions and query text are dropped unless ``keep_content``.
     """
     summary = IngestSummary()
     started = time.perf_counter()
     traces: set[str] = set()
     with store.holding() if isinstance(store, SharedStore) else nullcontext():
-        _ingest_paths(store, [Path(path) for path in paths], progress, summary, traces)
+        _ingest_paths(store, [Path(path) for path in paths], progress, summary, traces, keep_content)
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -313,6 +332,7 @@ def _ingest_paths(
     progress: Callable[[int], None] | None,
     summary: IngestSummary,
     traces: set[str],
+    keep_content: bool,
 ) -> None:
     for path in paths:
         if not path.exists():
@@ -321,7 +341,7 @@ def _ingest_paths(
             continue
         unreadable: list[tuple[Path, str]] = []
         for file in expand([path], unreadable):
-            ingest_file(store, file, summary, progress, traces)
+            ingest_file(store, file, summary, progress, traces, keep_content)
         for folder, reason in unreadable:
             summary.files += 1
             summary.add_problem(Problem(str(folder), 0, f"cannot read the folder: {reason}"), skipped=False)

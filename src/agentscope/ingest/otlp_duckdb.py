@@ -19,6 +19,7 @@ a span gets the same row, byte for byte.
 
 from __future__ import annotations
 
+import functools
 import json
 import zlib
 from array import array
@@ -204,7 +205,7 @@ _KEYS_AFTER_ALIASES = "list_concat(keys, list_transform(aliases, lambda a: a.k))
 """The span's keys with those the aliases add, as the Python classifier sees them."""
 _HEX_ID = "regexp_full_match({0}, '[0-9a-f]{{{1}}}') AND NOT regexp_full_match({0}, '0+')"
 
-QUERY = f"""
+_QUERY = f"""
 WITH parsed AS (
   SELECT line, try(from_json(text, '{STRUCTURE}')) AS r FROM lines  -- NULL if not JSON: no spans
 ), resources AS (
@@ -241,9 +242,9 @@ WITH parsed AS (
   SELECT *,
     len(list_distinct(keys)) = len(keys) AS entries_ok,  -- no key unread (NULL), none repeated
     CASE WHEN list_has_any(keys, ['{A.CPU_NS}', '{A.THREAD_ID}'])
-           OR {A.sensitive_sql("array_to_string(keys, chr(10))")}
+           OR {A.sensitive_sql("array_to_string(keys, chr(10))")}{{content_any}}
       THEN list_filter(entries, lambda x: x.k NOT IN ('{A.CPU_NS}', '{A.THREAD_ID}')
-        AND NOT {A.sensitive_sql("x.k")})
+        AND NOT {A.sensitive_sql("x.k")}{{content_each}})
       ELSE entries END AS kept
   FROM keyed
 ), checked AS (
@@ -271,6 +272,18 @@ SELECT line,
   CASE WHEN entries_ok THEN {_json_object_sql("kept", "aliases")} END AS attributes
 FROM classified
 """
+_CONTENT = A.content_pattern()
+
+
+@functools.lru_cache(maxsize=2)
+def query(keep_content: bool) -> str:
+    """The parse query; content attributes (:func:`agentscope.attributes.is_content`) are dropped from
+    the stored JSON unless ``keep_content`` (the kind is judged on every key either way)."""
+    any_content = f"\n           OR regexp_matches(array_to_string(keys, chr(10)), '(?m){_CONTENT}')"
+    each_content = f" AND NOT regexp_matches(x.k, '{_CONTENT}')"
+    return _QUERY.replace("{content_any}", "" if keep_content else any_content).replace(
+        "{content_each}", "" if keep_content else each_content
+    )
 
 
 def connect_parser() -> duckdb.DuckDBPyConnection:
@@ -351,7 +364,7 @@ class _Fed:
 
 
 def parse_blocks(
-    con: duckdb.DuckDBPyConnection, blocks: Iterable[tuple[int, list[bytes]]]
+    con: duckdb.DuckDBPyConnection, blocks: Iterable[tuple[int, list[bytes]]], keep_content: bool = False
 ) -> Iterator[Parsed]:
     """Block by block, in order: the rows (in ``spans`` column order) of the lines the query takes
     exactly, and the numbers of the others.
@@ -377,7 +390,8 @@ def parse_blocks(
             failure.append(exc)
 
     try:
-        with _streamed(con, pa.RecordBatchReader.from_batches(LINES_SCHEMA, lines())) as result:
+        lines_read = pa.RecordBatchReader.from_batches(LINES_SCHEMA, lines())
+        with _streamed(con, lines_read, query(keep_content)) as result:
             pending: list[pa.RecordBatch] = []
             for batch in result:
                 line = _int64_values(batch.column(0))
@@ -513,7 +527,9 @@ def _utf8(line: bytes) -> bool:
 
 
 @contextmanager
-def _streamed(con: duckdb.DuckDBPyConnection, lines: pa.RecordBatchReader) -> Iterator[pa.RecordBatchReader]:
+def _streamed(
+    con: duckdb.DuckDBPyConnection, lines: pa.RecordBatchReader, sql: str
+) -> Iterator[pa.RecordBatchReader]:
     """The query's rows for ``lines`` as they come; Ctrl-C in the query is a KeyboardInterrupt.
 
     The result is closed before ``lines`` is let go (DuckDB refuses while a result is open), also when
@@ -521,7 +537,7 @@ def _streamed(con: duckdb.DuckDBPyConnection, lines: pa.RecordBatchReader) -> It
     """
     con.register("lines", lines)
     try:
-        with con.sql(QUERY).to_arrow_reader(ROWS_PER_BATCH) as result:
+        with con.sql(sql).to_arrow_reader(ROWS_PER_BATCH) as result:
             yield result
     except (duckdb.InterruptException, RuntimeError) as exc:
         if is_interrupt(exc):

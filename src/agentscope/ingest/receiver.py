@@ -41,6 +41,7 @@ from agentscope.ingest import otlp
 from agentscope.ingest.limits import DEFAULT_MAX_BODY
 from agentscope.ingest.records import Record
 from agentscope.sdk._safety import report
+from agentscope.store.rows import without_content
 from agentscope.store.schema import rows_to_table
 from agentscope.store.shared import SharedStore, StoreBusy
 from agentscope.store.store import Store
@@ -180,7 +181,11 @@ class Receiver:
     """The receiver's Starlette app, bound to a store (``None``: an in-memory one, for tests)."""
 
     def __init__(
-        self, store_path: str | Path | None, max_body: int = DEFAULT_MAX_BODY, token: str | None = None
+        self,
+        store_path: str | Path | None,
+        max_body: int = DEFAULT_MAX_BODY,
+        token: str | None = None,
+        keep_content: bool = False,
     ) -> None:
         if store_path is None:
             self.store: Store | SharedStore = Store(None)
@@ -191,6 +196,8 @@ class Receiver:
         self.writer = StoreWriter(self.store)
         self.token = token
         self.max_body = max_body
+        self.keep_content = keep_content
+        """Keep prompts, completions and query text in the stored spans (``serve --keep-content``)."""
         self.received = 0
         self.app = Starlette(
             routes=[
@@ -223,7 +230,7 @@ class Receiver:
             return PlainTextResponse(f"body larger than {self.max_body:,} bytes", status_code=413)
         except ValueError as exc:
             return PlainTextResponse(str(exc), status_code=400)
-        rows = [r.row for r in records if r.row is not None]
+        rows = [r.row if self.keep_content else without_content(r.row) for r in records if r.row is not None]
         problems = [r.problem for r in records if r.row is None and r.problem]
         try:
             conflicts = await asyncio.wrap_future(self.writer.submit(rows))

@@ -79,7 +79,9 @@ def init(
 
     ``store=None`` keeps no local store; the default store path can be changed
     with ``$AGENTSCOPE_STORE``.  ``capture_content`` records function arguments,
-    results and query text (off by default; credentials are never recorded).
+    results and query text, and keeps in the store the prompts and completions
+    other instrumentations in the process record (off by default: the store drops
+    them; credentials are never recorded).
     ``instrument`` switches on every installed integration.  ``span_processors``
     adds processors of your own behind agentscope's router.
     """
@@ -95,7 +97,7 @@ def init(
             from agentscope.store.writer import StoreSpanProcessor
 
             path = default_store_path() if str(store) == DEFAULT_STORE else Path(store)
-            processors.append(StoreSpanProcessor(path))
+            processors.append(StoreSpanProcessor(path, keep_content=bool(capture_content)))
         if otlp_endpoint:
             processors.append(ReportingBatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
         if jsonl_path is not None:

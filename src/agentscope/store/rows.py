@@ -7,6 +7,7 @@ credentials removed on every path into the store.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,10 +23,30 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def attributes_json(attributes: Mapping[str, Any]) -> str:
-    """The JSON text stored for a span's attributes, credential-like keys removed."""
-    clean = {key: value for key, value in attributes.items() if not A.is_sensitive(key)}
+def attributes_json(attributes: Mapping[str, Any], keep_content: bool = False) -> str:
+    """The JSON text stored for a span's attributes: credential-like keys removed, and content keys
+    (prompts, completions, query text: :func:`agentscope.attributes.is_content`) unless kept."""
+    clean = {
+        key: value
+        for key, value in attributes.items()
+        if not A.is_sensitive(key) and (keep_content or not A.is_content(key))
+    }
     return orjson.dumps(clean, default=_json_default, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+_CONTENT_KEY_IN_JSON = re.compile(A.content_pattern('"', '"'))
+"""A content key as it stands in attributes JSON, between quotes."""
+
+
+def without_content(row: tuple) -> tuple:
+    """A ``spans`` row (``schema.COLUMNS`` order) with its content attributes dropped.
+
+    Most rows hold none, so their JSON is only searched, not decoded.
+    """
+    text = row[-1]
+    if not isinstance(text, str) or _CONTENT_KEY_IN_JSON.search(text) is None:
+        return row
+    return (*row[:-1], attributes_json(orjson.loads(text)))
 
 
 def make_row(
@@ -41,8 +62,11 @@ def make_row(
     service: str | None,
     scope: str | None,
     attributes: dict[str, Any],
+    keep_content: bool = True,
 ) -> tuple:
-    """A row in ``schema.COLUMNS`` order; ``attributes`` is consumed (CPU and thread move to columns)."""
+    """A row in ``schema.COLUMNS`` order; ``attributes`` is consumed (CPU and thread move to columns).
+
+    ``keep_content=False`` drops content attributes (see :func:`attributes_json`)."""
     cpu_ns = attributes.pop(A.CPU_NS, None)
     thread_id = attributes.pop(A.THREAD_ID, None)
     normalize(attributes)
@@ -61,5 +85,5 @@ def make_row(
         scope,
         int(thread_id) if isinstance(thread_id, (int, float, str)) and str(thread_id).isdigit() else None,
         int(cpu_ns) if isinstance(cpu_ns, (int, float, str)) and str(cpu_ns).isdigit() else None,
-        attributes_json(attributes),
+        attributes_json(attributes, keep_content),
     )

@@ -60,8 +60,8 @@ def snapshot(span: ReadableSpan) -> tuple:
     )
 
 
-def snapshot_to_row(snap: tuple) -> tuple:
-    """One ``spans`` row from a :func:`snapshot`."""
+def snapshot_to_row(snap: tuple, keep_content: bool = False) -> tuple:
+    """One ``spans`` row from a :func:`snapshot`; content attributes dropped unless ``keep_content``."""
     trace_id, span_id, parent_id, name, kind, start, end, status, message, service, scope, attrs = snap
     return make_row(
         format(trace_id, "032x"),
@@ -76,11 +76,16 @@ def snapshot_to_row(snap: tuple) -> tuple:
         service,
         scope,
         dict(attrs or {}),
+        keep_content,
     )
 
 
 class StoreSpanProcessor(SpanProcessor):
-    """Write every finished span into the DuckDB store at ``path``, shared with other processes."""
+    """Write every finished span into the DuckDB store at ``path``, shared with other processes.
+
+    Every span the provider ends comes here, other instrumentations' too; their prompts and
+    completions are dropped like ours unless ``keep_content`` (``ags.init(capture_content=True)``).
+    """
 
     def __init__(
         self,
@@ -92,8 +97,10 @@ class StoreSpanProcessor(SpanProcessor):
         memory_rows: int = 50_000,
         lock_wait_s: float = 1.0,
         shutdown_wait_s: float = 5.0,
+        keep_content: bool = False,
     ) -> None:
         self.path = Path(path)
+        self.keep_content = keep_content
         self.shared = SharedStore(self.path)
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
@@ -162,7 +169,7 @@ class StoreSpanProcessor(SpanProcessor):
                 rows = self._retry
                 self._retry = []
                 while self._queue:
-                    rows.append(snapshot_to_row(self._queue.popleft()))
+                    rows.append(snapshot_to_row(self._queue.popleft(), self.keep_content))
                 if not rows:
                     return True
                 table = rows_to_table(rows)
