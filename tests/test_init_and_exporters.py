@@ -209,3 +209,29 @@ def test_otlp_http_export_reaches_a_collector():
     name, keys = names[0]
     assert name == "chat gpt-oss-120b"
     assert {"gen_ai.usage.input_tokens", "gen_ai.operation.name", "agentscope.cpu_ns"} <= keys
+
+
+def test_a_provider_that_takes_no_processor_is_said_once_and_our_spans_still_stored(tmp_path):
+    """A no-op global provider cannot be joined: one warning naming it and what to do; the store still
+    gets agentscope's own spans (in a process of its own: the global provider is set once)."""
+    script = (
+        "import logging, sys\n"
+        "from opentelemetry import trace\n"
+        "trace.set_tracer_provider(trace.NoOpTracerProvider())\n"
+        "import agentscope as ags\n"
+        "ags.init(service_name='svc', store=sys.argv[1], instrument=False)\n"
+        "ags.init(service_name='svc', store=sys.argv[1], instrument=False)\n"
+        "with ags.span('work', kind='step'):\n"
+        "    pass\n"
+        "ags.shutdown()\n"
+    )
+    store = tmp_path / "s.duckdb"
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(store)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "NoOpTracerProvider" in line]
+    assert len(warnings) == 1 and "takes no span processor" in warnings[0]
+    assert "set an OpenTelemetry SDK TracerProvider" in result.stderr
+    with Store(store, read_only=True) as opened:
+        assert opened.con.execute("SELECT name FROM spans").fetchall() == [("work",)]

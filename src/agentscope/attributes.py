@@ -63,6 +63,9 @@ DB_QUERY_TEXT = "db.query.text"
 
 # --- resource and error ----------------------------------------------------
 SERVICE_NAME = "service.name"
+SERVICE_NAME_OURS = "agentscope.service.name"
+"""``ags.init(service_name=…)`` on agentscope's spans when the joined tracer provider names another
+service; ``--service`` matches it as it matches the resource's."""
 ERROR_TYPE = "error.type"
 
 OPERATION_CHAT = "chat"

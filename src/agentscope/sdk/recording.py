@@ -271,7 +271,7 @@ def start(
     backdates the span (an integration that learns of an attempt after it began).
     """
     try:
-        attrs = {**attributes, A.THREAD_ID: _thread_ident()}
+        attrs = {**attributes, **STATE.span_attributes, A.THREAD_ID: _thread_ident()}
         span = STATE.tracer.start_span(name, attributes=attrs, start_time=start_ns or now_ns())
         if not span.is_recording():
             return None

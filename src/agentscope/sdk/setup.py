@@ -1,8 +1,9 @@
 """``ags.init`` and ``ags.shutdown``: decide where spans go.
 
 ``init`` works with or without an application-configured tracer provider: if
-the application already installed an OpenTelemetry SDK ``TracerProvider``,
-agentscope adds its processors to it; otherwise it installs one.  Calling
+the application already installed one that takes span processors (an
+OpenTelemetry SDK ``TracerProvider``, Logfire's proxy of one), agentscope adds
+its processors to it; otherwise it installs one (see :func:`_provider`).  Calling
 ``init`` again replaces agentscope's exporters (flushing the old ones) and
 leaves the application's own processors alone.
 """
@@ -13,6 +14,7 @@ import atexit
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -48,13 +50,49 @@ class ReportingBatchSpanProcessor(BatchSpanProcessor):
         super().on_end(span)
 
 
-def _provider(service_name: str | None) -> TracerProvider:
+def _provider(service_name: str | None) -> tuple[Any, dict[str, str]]:
+    """The tracer provider agentscope's spans go through, and the attributes they carry because of it.
+
+    The application's provider is joined when it can take a span processor: an SDK
+    ``TracerProvider``, Logfire's ``ProxyTracerProvider`` or any provider with
+    ``add_span_processor``; one trace then holds both packages' spans, and both
+    packages' exporters receive all of them.  With no provider set, agentscope sets
+    one.  A provider that cannot be joined (a no-op one, say) is said once through
+    the ``agentscope`` logger, and agentscope keeps a private provider for its own
+    spans.  When the joined provider's resource names another service, agentscope's
+    spans carry ``agentscope.service.name`` (which ``--service`` matches too).
+    """
     current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider):
-        return current
-    provider = TracerProvider(resource=Resource.create({A.SERVICE_NAME: service_name or "agentscope"}))
-    trace.set_tracer_provider(provider)
-    return provider
+    if isinstance(current, TracerProvider) or callable(getattr(current, "add_span_processor", None)):
+        return current, _own_service(current, service_name)
+    if STATE.private_provider is not None:  # said already, at the first init
+        return STATE.private_provider, {}
+    resource = Resource.create({A.SERVICE_NAME: service_name or "agentscope"})
+    if isinstance(current, trace.ProxyTracerProvider):  # nobody set one yet
+        provider = TracerProvider(resource=resource)
+        trace.set_tracer_provider(provider)
+        return provider, {}
+    report(
+        "joining the application's tracer provider",
+        TypeError(
+            f"the global tracer provider is a {type(current).__module__}.{type(current).__qualname__}, "
+            "which takes no span processor: agentscope records its own spans on a provider of its own, "
+            "and the other instrumentations' spans do not reach its store; set an OpenTelemetry SDK "
+            "TracerProvider (or call ags.init() first) to have both in one trace"
+        ),
+        internal=False,
+    )
+    STATE.private_provider = TracerProvider(resource=resource)
+    return STATE.private_provider, {}
+
+
+def _own_service(provider: Any, service_name: str | None) -> dict[str, str]:
+    """``agentscope.service.name`` for our spans when the joined provider names another service."""
+    if not service_name:
+        return {}
+    resource = getattr(provider, "resource", None)
+    theirs = getattr(resource, "attributes", {}).get(A.SERVICE_NAME) if resource is not None else None
+    return {} if theirs == service_name else {A.SERVICE_NAME_OURS: service_name}
 
 
 def _otlp_exporter(endpoint: str) -> SpanExporter:
@@ -86,7 +124,7 @@ def init(
     adds processors of your own behind agentscope's router.
     """
     try:
-        provider = _provider(service_name)
+        provider, STATE.span_attributes = _provider(service_name)
         if STATE.router is None:
             STATE.router = Router()
             provider.add_span_processor(STATE.router)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 
 from agentscope.sdk._safety import report
 
@@ -58,6 +58,10 @@ class SDKState:
     tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer(TRACER_NAME))
     capture_content: bool = False
     router: Router | None = None
+    private_provider: TracerProvider | None = None
+    """agentscope's own provider, when the application's could not be joined."""
+    span_attributes: dict[str, str] = field(default_factory=dict)
+    """Attributes every agentscope span carries (``agentscope.service.name`` beside another service)."""
 
 
 STATE = SDKState()

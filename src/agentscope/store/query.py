@@ -100,8 +100,11 @@ def selected_traces(selection: Selection | None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     if selection.service is not None:
-        clauses.append("trace_id IN (SELECT trace_id FROM spans WHERE service = ?)")
-        params.append(selection.service)
+        clauses.append(
+            "trace_id IN (SELECT trace_id FROM spans WHERE service = ? "
+            f"OR json_extract_string(attributes, '$.\"{A.SERVICE_NAME_OURS}\"') = ?)"
+        )
+        params += [selection.service, selection.service]
     if selection.task is not None:
         task_like = ANALYSIS_SELECT.format(where="(kind IN ('task', 'agent') OR parent_id IS NULL)")
         named = "coalesce(nullif(task_name, ''), label) = ?"
@@ -221,8 +224,11 @@ def store_overview(store: Store) -> dict[str, Any]:
     names = store.con.sql(
         f"SELECT DISTINCT coalesce(nullif(task_name, ''), label) AS n FROM ({task_like}) ORDER BY n"
     ).fetchall()
+    ours = f"json_extract_string(attributes, '$.\"{A.SERVICE_NAME_OURS}\"')"
     services = store.con.sql(
-        f"SELECT DISTINCT service FROM spans WHERE service IS NOT NULL AND {APP_SPANS} ORDER BY service"
+        f"SELECT DISTINCT s FROM (SELECT service AS s FROM spans WHERE {APP_SPANS} UNION ALL "
+        f"SELECT {ours} FROM spans WHERE attributes LIKE '%{A.SERVICE_NAME_OURS}%' AND {APP_SPANS}) "
+        "WHERE s IS NOT NULL ORDER BY s"
     ).fetchall()
     spans, traces, first, last = store.con.sql(
         f"SELECT count(*), count(DISTINCT trace_id), min(start_ns), max(end_ns) FROM spans WHERE {APP_SPANS}"
