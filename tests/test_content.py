@@ -10,22 +10,18 @@ through DuckDB (OTLP JSON lines) and through the Python readers (OTLP protobuf, 
 from __future__ import annotations
 
 import json
-import threading
-import time
-import urllib.request
 
 import pytest
-import uvicorn
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_serve import post, serving, stored
 from traces_fixtures import otlp_request, otlp_span, s
 
 from agentscope import attributes as A
 from agentscope.ingest import ingest
-from agentscope.ingest.receiver import Receiver
-from agentscope.sim.server import free_port
+from agentscope.ingest.receiver import PROTOBUF, Receiver
 from agentscope.store import Store
 from agentscope.store.rows import without_content
 from agentscope.store.writer import StoreSpanProcessor
@@ -123,28 +119,11 @@ def test_ingest_drops_content_unless_kept(fmt, keep, tmp_path):
 
 @pytest.mark.parametrize("keep", [False, True], ids=["dropped", "kept"])
 def test_serve_drops_content_unless_kept(keep, tmp_path):
-    receiver = Receiver(tmp_path / "served.duckdb", keep_content=keep)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(receiver.app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        body = encode_spans(_provider_spans()).SerializeToString()
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/traces",
-            data=body,
-            headers={"Content-Type": "application/x-protobuf"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            assert response.status == 200
-        receiver.writer.submit([]).result(timeout=30)
-        with receiver.store.reading() as store:
-            _check(_stored(store), keep)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        receiver.close()
+    with serving(Receiver(tmp_path / "served.duckdb", keep_content=keep)) as receiver:
+        status, _ = post(receiver.url, encode_spans(_provider_spans()).SerializeToString(), PROTOBUF)
+        assert status == 200
+        _check(stored_attributes(receiver), keep)
+
+
+def stored_attributes(receiver: Receiver) -> list[dict]:
+    return [json.loads(text) for (text,) in stored(receiver, "SELECT attributes FROM spans")]

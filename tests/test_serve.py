@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 import pytest
 import uvicorn
@@ -23,9 +25,9 @@ from agentscope.sim.server import free_port
 from agentscope.store import Store
 
 
-@pytest.fixture
-def receiver(tmp_path):
-    receiver = Receiver(tmp_path / "received.duckdb", max_body=1_000_000)
+@contextlib.contextmanager
+def serving(receiver: Receiver) -> Iterator[Receiver]:
+    """``receiver`` answering on a loopback port (its ``url``) in a thread, closed afterwards."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(receiver.app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -34,10 +36,18 @@ def receiver(tmp_path):
     while not server.started and time.monotonic() < deadline:
         time.sleep(0.01)
     receiver.url = f"http://127.0.0.1:{port}/v1/traces"
-    yield receiver
-    server.should_exit = True
-    thread.join(timeout=10)
-    receiver.close()
+    try:
+        yield receiver
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        receiver.close()
+
+
+@pytest.fixture
+def receiver(tmp_path):
+    with serving(Receiver(tmp_path / "received.duckdb", max_body=1_000_000)) as running:
+        yield running
 
 
 def post(url: str, body: bytes, content_type: str, encoding: str | None = None) -> tuple[int, bytes]:
