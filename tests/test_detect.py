@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from traces_fixtures import agent_trace_otlp, jaeger_document, zipkin_spans
+from traces_fixtures import agent_trace_otlp, delimited, jaeger_document, zipkin_spans
 
 from agentscope.ingest import detect, ingest, sources
 from agentscope.store import Store
@@ -195,16 +195,7 @@ def _delimited() -> bytes:
     spans = exporter.get_finished_spans()
     messages = [encode_spans(spans[k : k + 2]).SerializeToString() for k in (0, 2)]
     assert len(messages[0]) > 200_000
-    return b"".join(_varint(len(m)) + m for m in messages)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
+    return delimited(messages)
 
 
 LARGE_FIRST_RECORDS = {

@@ -15,6 +15,7 @@ import clirun
 from traces_fixtures import (
     T1,
     agent_trace_otlp,
+    delimited,
     dumps,
     jaeger_document,
     otlp_request,
@@ -114,10 +115,10 @@ def test_otlp_protobuf_single_and_length_delimited_from_the_real_otel_encoder(tm
             pass
     messages = [encode_spans(exporter.get_finished_spans()[k : k + 2]).SerializeToString() for k in (0, 2, 4)]
     (tmp_path / "single.pb").write_bytes(messages[0])
-    delimited = b"".join(_varint(len(m)) + m for m in messages)
-    (tmp_path / "stream.otlp").write_bytes(delimited)
+    stream_bytes = delimited(messages)
+    (tmp_path / "stream.otlp").write_bytes(stream_bytes)
     with gzip.open(tmp_path / "stream.otlp.gz", "wb") as out:
-        out.write(delimited)
+        out.write(stream_bytes)
     with Store(None) as store:
         summary = ingest(store, [tmp_path])
         assert summary.ok, summary.problems
@@ -127,16 +128,6 @@ def test_otlp_protobuf_single_and_length_delimited_from_the_real_otel_encoder(tm
             "task": 3,
             "llm": 3,
         }
-
-
-def _varint(n: int) -> bytes:
-    out = b""
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out += bytes([byte | (0x80 if n else 0)])
-        if not n:
-            return out
 
 
 def test_agentscope_sdk_jsonl_round_trip_keeps_cpu_and_thread(tmp_path):

@@ -182,3 +182,18 @@ def zipkin_spans() -> list[dict]:
 
 def dumps(value: object) -> str:
     return json.dumps(value)
+
+
+def delimited(messages: list[bytes]) -> bytes:
+    """Protobuf messages one after another, each after its length as a varint (OTLP delimited files)."""
+    return b"".join(_varint(len(message)) + message for message in messages)
+
+
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
