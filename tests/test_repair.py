@@ -14,7 +14,7 @@ from tracebuild import MS, path, span, trace
 
 from agentscope.analysis import KEYS
 from agentscope.analysis.attribution import failed_attempts
-from agentscope.analysis.repair import ENCLOSED_SIBLING
+from agentscope.analysis.repair import ENCLOSED_SIBLING, SAME_CALL
 from agentscope.analysis.report import trace_report
 from agentscope.analysis.tasks import explain
 
@@ -234,3 +234,83 @@ def test_trace_json_lists_repairs():
         {"span_id": "a2", "rule": "enclosed-sibling", "new_parent_id": "a1"},
         {"span_id": "b2", "rule": "enclosed-sibling", "new_parent_id": "b1"},
     ]
+
+
+OURS, THEIRS = "agentscope", "openinference.instrumentation.langchain"
+
+
+def test_two_packages_records_of_one_call_are_counted_once_with_each_ones_data():
+    t = trace(
+        span("R", None, "task", 0, 1000),
+        span(
+            "O",
+            "R",
+            "llm",
+            10,
+            700,
+            name="ChatOpenAI",
+            label="gpt-x",
+            scope=THEIRS,
+            input_tokens=90,
+            output_tokens=40,
+        ),
+        span("I", "O", "llm", 12, 690, name="chat gpt-x", label="gpt-x", scope=OURS, ttft_s=0.2),
+        span("T", "R", "tool", 700, 1000),
+    )
+    result = explain(t, 0).result
+    assert (result.llm_calls, result.input_tokens, result.output_tokens) == (1, 90, 40)
+    assert result.models == {"gpt-x": [90, 40, 0, 1]}
+    assert [(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs] == [
+        ("O", SAME_CALL, "I")
+    ]
+    ms = {key: round(ns / MS, 3) for key, ns in zip(KEYS, result.components) if ns}
+    # The inner record is the call: 200 ms to its first token, then decode; the wrapper's own 12 ms are
+    # the client's (other, with the task's 10 ms before it), not the model's.
+    assert ms == {
+        "inference.unsplit": 200,
+        "inference.decode": 478,
+        "other": 22,
+        "tool": 300,
+    }
+
+
+def test_the_first_token_of_the_outer_record_is_moved_to_the_inner_ones_start():
+    t = trace(
+        span("R", None, "task", 0, 600),
+        span("O", "R", "llm", 0, 600, name="OpenAI-generation", scope="langfuse-sdk", ttft_s=0.25),
+        span("I", "R", "llm", 50, 590, name="chat gpt-x", label="gpt-x", scope=OURS),
+    )
+    result = explain(t, 0).result
+    assert result.llm_calls == 1 and result.models == {"gpt-x": [0, 0, 0, 1]}
+    ms = {key: round(ns / MS, 3) for key, ns in zip(KEYS, result.components) if ns}
+    assert ms["inference.unsplit"] == 200 and ms["inference.decode"] == 340
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        span("B", "R", "llm", 0, 100, name="chat gpt-x", label="gpt-x", scope=OURS),  # one package: two calls
+        span("B", "R", "llm", 0, 100, name="chat gpt-y", label="gpt-y", scope=THEIRS),  # another model
+        span("B", "R", "llm", 200, 300, name="chat gpt-x", label="gpt-x", scope=THEIRS),  # later
+        span("B", "R", "llm", 0, 100, name="B"),  # no scope, and not one inside the other
+        span("B", "R", "llm", 0, 100, name="B", scope=THEIRS, span_kind="SERVER"),  # the provider's record
+    ],
+    ids=["same scope", "other model", "disjoint", "unknown scope, siblings", "provider span"],
+)
+def test_calls_that_are_not_one_request_stay_two(second):
+    t = trace(
+        span("R", None, "task", 0, 400),
+        span("A", "R", "llm", 0, 150, name="chat gpt-x", label="gpt-x", scope=OURS, input_tokens=5),
+        second,
+    )
+    assert explain(t, 0).result.llm_calls == 2 and t.repairs == []
+
+
+def test_without_repair_both_records_are_counted():
+    spans = (
+        span("R", None, "task", 0, 1000),
+        span("O", "R", "llm", 10, 700, label="gpt-x", scope=THEIRS, input_tokens=90),
+        span("I", "O", "llm", 12, 690, label="gpt-x", scope=OURS, input_tokens=90),
+    )
+    assert explain(trace(*spans, repair=False), 0).result.input_tokens == 180
+    assert explain(trace(*spans), 0).result.input_tokens == 90

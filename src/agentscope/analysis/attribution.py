@@ -56,12 +56,13 @@ def provider_span(trace: Trace, i: int) -> int | None:
     return None
 
 
-def _timings_row(trace: Trace, i: int, provider: int | None) -> int:
-    """The row holding call ``i``'s server timings: its own, else its provider span's."""
-    row = trace.rows[i]
-    if provider is None or any(trace.batch[column][row] is not None for column in _TIMINGS):
-        return row
-    return trace.rows[provider]
+def _timings_of(trace: Trace, i: int, provider: int | None) -> list[float | None]:
+    """Call ``i``'s server timings (``_TIMINGS`` order, ns): its own, else its provider span's."""
+    own = [trace.call(column, i) for column in _TIMINGS]
+    if provider is not None and all(value is None for value in own):
+        row = trace.rows[provider]
+        own = [trace.batch[column][row] for column in _TIMINGS]
+    return [_ms_to_ns(value) for value in own]
 
 
 def llm_components(
@@ -90,12 +91,8 @@ def llm_components(
         min(float(max(0, trace.end[i] - trace.start[i] - wait)), float(duration)) if wait is not None else 0.0
     )
     inner = duration - caller
-    row = own_row if provider is None else _timings_row(trace, i, provider)
-    queue = _ms_to_ns(batch["server_queue_ms"][row])
-    prefill = _ms_to_ns(batch["server_prefill_ms"][row])
-    decode = _ms_to_ns(batch["server_decode_ms"][row])
-    total = _ms_to_ns(batch["server_total_ms"][row])
-    ttft = batch["ttft_s"][own_row]
+    queue, prefill, decode, total = _timings_of(trace, i, provider)
+    ttft = trace.call("ttft_s", i)
     parts: list[tuple[str, float]]
     if provider is not None and own:
         parts = [("network", inner)]
@@ -238,7 +235,7 @@ def _own_time(trace: Trace, i: int) -> tuple[int, int]:
     ]
     if not intervals:
         return e - s, 0
-    ttft = trace.batch["ttft_s"][trace.rows[i]]
+    ttft = trace.call("ttft_s", i)
     first = s + int(ttft * 1e9) if ttft is not None else s
     before = union_ns([(a, min(b, first)) for a, b in intervals if a < first])
     return (e - s) - union_ns(intervals), before

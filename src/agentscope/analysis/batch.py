@@ -27,6 +27,7 @@ COLUMNS = (
     "name",
     "kind",
     "span_kind",
+    "scope",
     "start_ns",
     "end_ns",
     "status",

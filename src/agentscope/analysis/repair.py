@@ -15,23 +15,160 @@ Of several such A, the shortest (then the earliest) takes B.
 Limit: a leaf step that truly ran in parallel with B (a thread that did its own
 untraced work while B ran) is treated as waiting for B, so the time they shared
 goes to B's categories instead of the step's cpu/other.
+
+The second rule is the **same call** (DESIGN §14): two packages in one process
+each record the same LLM request (OpenInference's ``ChatOpenAI`` run around
+agentscope's ``chat`` span, Langfuse's ``OpenAI-generation`` beside it).  LLM
+spans of one trace that share an instant (each overlaps every other), whose
+models agree (the same, or one of them without a model), none of which is the
+provider's own record (a SERVER span, or under one), and which are each other's
+echo — recorded by different instrumentation scopes, or, where a record names no
+scope, one inside the other in the tree — are one call.  The innermost record (the
+shortest) stands for it: it is nearest the wire and holds the attempts and the
+stream.  Each other record becomes a step around it (its own time is the
+wrapper's, not the model's), and what the innermost one lacks — token counts,
+server timings, time to first token (moved to its own start) and the model — is
+taken from the nearest record that has it.  The call is then counted once: its
+time, its tokens, its calls.
+
+Limit: two truly concurrent requests to one model in one trace, running at the
+same time, recorded by different packages (one call recorded only by
+OpenInference, the other only by agentscope), are read as one call.  Two calls
+recorded by the same package never are.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from agentscope.analysis.trace import Trace
 
 ENCLOSED_SIBLING = "enclosed-sibling"
+SAME_CALL = "same-call"
 ORCHESTRATION_KINDS = frozenset({"task", "agent", "step"})
 WORK_KINDS = frozenset({"llm", "tool", "db", "http"})
 
 
 class Repair(NamedTuple):
-    """One span moved under a new parent."""
+    """One span moved under a new parent (``same-call``: a record of the call ``new_parent`` stands for)."""
 
     span: int
     rule: str
     new_parent: int
+
+
+CALL_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "server_queue_ms",
+    "server_prefill_ms",
+    "server_decode_ms",
+    "server_total_ms",
+)
+"""What a record standing for a call takes from the call's other records where it has none (the time
+to first token too, moved to its own start)."""
+
+
+def _model(trace: Trace, i: int) -> str | None:
+    """The call's model, or None when its record names none (its label is only its span name)."""
+    row = trace.rows[i]
+    label = trace.batch["label"][row]
+    return None if label is None or label == trace.batch["name"][row] else label
+
+
+def _provider_side(trace: Trace, i: int) -> bool:
+    """Whether span ``i`` is the provider's SERVER span or under one: the provider's record of a call."""
+    span_kinds, rows, parent = trace.batch["span_kind"], trace.rows, trace.parent
+    while i != -1:
+        if span_kinds[rows[i]] == "SERVER":
+            return True
+        i = parent[i]
+    return False
+
+
+def _echoes(trace: Trace, a: int, b: int) -> bool:
+    """Whether records ``a`` and ``b`` can be two packages' records of one call (DESIGN §14): from different
+    scopes, or, where either scope is unknown, one an ancestor of the other."""
+    scopes, rows = trace.batch["scope"], trace.rows
+    scope_a, scope_b = scopes[rows[a]], scopes[rows[b]]
+    if scope_a is not None and scope_b is not None:
+        return scope_a != scope_b
+    return _is_ancestor(trace, a, b) or _is_ancestor(trace, b, a)
+
+
+def _is_ancestor(trace: Trace, a: int, b: int) -> bool:
+    parent = trace.parent
+    while (b := parent[b]) != -1:
+        if b == a:
+            return True
+    return False
+
+
+def _same_call_groups(trace: Trace) -> list[list[int]]:
+    """LLM records of one instant and one model, in start order; groups of two or more."""
+    start, end = trace.start, trace.end
+    calls = sorted(
+        (i for i, k in enumerate(trace.kind) if k == "llm" and not _provider_side(trace, i)),
+        key=lambda i: (start[i], -end[i]),
+    )
+    groups: list[list[int]] = []
+    group: list[int] = []
+    shared_end = 0
+    model: str | None = None
+    for i in calls:
+        mine = _model(trace, i)
+        if (
+            group
+            and start[i] < shared_end
+            and (mine is None or model is None or mine == model)
+            and all(_echoes(trace, i, member) for member in group)
+        ):
+            group.append(i)
+            shared_end = min(shared_end, end[i])
+            model = model or mine
+            continue
+        if len(group) > 1:
+            groups.append(group)
+        group, shared_end, model = [i], end[i], mine
+    if len(group) > 1:
+        groups.append(group)
+    return groups
+
+
+def same_calls(trace: Trace) -> list[Repair]:
+    """Apply the same-call rule to ``trace`` in place (its kinds, labels and ``merged``); the repairs."""
+    if trace.kind.count("llm") < 2:
+        return []
+    repairs: list[Repair] = []
+    batch, rows, start, end = trace.batch, trace.rows, trace.start, trace.end
+    for group in _same_call_groups(trace):
+        call = min(group, key=lambda i: (end[i] - start[i], -start[i]))
+        others = sorted((i for i in group if i != call), key=lambda i: end[i] - start[i])
+        taken: dict[str, Any] = {}
+        for column in CALL_FIELDS:
+            values = batch[column]
+            if values[rows[call]] is None:
+                value = next((values[rows[o]] for o in others if values[rows[o]] is not None), None)
+                if value is not None:
+                    taken[column] = value
+        if batch["ttft_s"][rows[call]] is None:
+            for o in others:
+                ttft = batch["ttft_s"][rows[o]]
+                if ttft is not None:
+                    taken["ttft_s"] = max(0.0, ttft - (start[call] - start[o]) / 1e9)
+                    break
+        if taken:
+            trace.merged[call] = taken
+        if _model(trace, call) is None:
+            named = next((o for o in others if _model(trace, o) is not None), None)
+            if named is not None:
+                trace.label[call] = trace.label[named]
+        for o in others:
+            trace.kind[o] = "step"
+            repairs.append(Repair(o, SAME_CALL, call))
+    return repairs
 
 
 def _holds_work(kind: list[str], parent: list[int], handoffs: list[int]) -> list[bool]:

@@ -56,19 +56,18 @@ def target_overrides(
     """Per span, the new time per old time under each target; and the calls without token counts."""
     overrides: dict[int, list[float | None]] = {}
     missing = 0
-    inputs, outputs = trace.batch["input_tokens"], trace.batch["output_tokens"]
     for i in spans:
         if trace.kind[i] != "llm" or i in provider_side:
             continue
-        row = trace.rows[i]
-        if inputs[row] is None or outputs[row] is None:
+        inputs, outputs = trace.call("input_tokens", i), trace.call("output_tokens", i)
+        if inputs is None or outputs is None:
             missing += 1
             continue
         recorded = _recorded_ns(trace, i, mixes)
         if recorded <= 0:
             continue
         factors: list[float | None] = [
-            target.predict_ms(inputs[row], outputs[row]) * 1e6 / recorded for target in targets
+            target.predict_ms(inputs, outputs) * 1e6 / recorded for target in targets
         ]
         for span in _call_spans(trace, i, mixes):
             overrides[span] = factors

@@ -204,8 +204,7 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
     # One pass, parents first: each span's path time goes to every operation enclosing it (itself
     # included, each label once); calls, tokens and operations are counted, the provider's record of a
     # call left out.
-    kind, labels, parent, rows, batch = trace.kind, trace.label, trace.parent, trace.rows, trace.batch
-    inputs, outputs, cached = batch["input_tokens"], batch["output_tokens"], batch["cached_tokens"]
+    kind, labels, parent, call = trace.kind, trace.label, trace.parent, trace.call
     chains: dict[int, tuple[str, ...]] = {}
     path_ns: dict[str, float] = {}
     calls: dict[str, list[Any]] = {}
@@ -232,9 +231,12 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
         if k == "llm":
             if length:
                 serial_llm += 1
-            row = rows[i]
             llm_calls += 1
-            usage = (inputs[row] or 0, outputs[row] or 0, cached[row] or 0)
+            usage = (
+                call("input_tokens", i) or 0,
+                call("output_tokens", i) or 0,
+                call("cached_tokens", i) or 0,
+            )
             input_tokens += usage[0]
             output_tokens += usage[1]
             cached_tokens += usage[2]

@@ -12,7 +12,7 @@ from itertools import repeat
 from typing import Any
 
 from agentscope.analysis.batch import SpanBatch
-from agentscope.analysis.repair import Repair, enclosed_siblings
+from agentscope.analysis.repair import Repair, enclosed_siblings, same_calls
 
 _WORK = frozenset(("llm", "tool"))
 """The kinds of span that make a fallback candidate a task."""
@@ -41,6 +41,8 @@ class Trace:
     """CONSUMER spans under a PRODUCER: a message handed off, not waited on; off their parent's tree."""
     repairs: list[Repair] = field(default_factory=list)
     """Spans moved under another parent before the walk (``agentscope.analysis.repair``)."""
+    merged: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """LLM call → what its other records of the same request supplied (``repair.same_calls``)."""
 
     @classmethod
     def build(cls, batch: SpanBatch, rows: range, *, repair: bool = True) -> Trace:
@@ -82,7 +84,9 @@ class Trace:
         if not trace.roots:
             trace.roots = list(trace.orphans)
         if repair:
-            trace.repairs = enclosed_siblings(trace.start, trace.end, kind, parents, children, trace.handoffs)
+            repairs = same_calls(trace)
+            repairs += enclosed_siblings(trace.start, trace.end, kind, parents, children, trace.handoffs)
+            trace.repairs = repairs
         return trace
 
     def __len__(self) -> int:
@@ -90,6 +94,14 @@ class Trace:
 
     def value(self, column: str, i: int) -> Any:
         return self.batch[column][self.rows[i]]
+
+    def call(self, column: str, i: int) -> Any:
+        """A call field of LLM span ``i`` (tokens, server timings, time to first token): its own, else what
+        another record of the same request supplied."""
+        value = self.batch[column][self.rows[i]]
+        if value is None and self.merged:
+            return self.merged.get(i, {}).get(column)
+        return value
 
     def span_id(self, i: int) -> str:
         return self.batch["span_id"][self.rows[i]]

@@ -272,7 +272,9 @@ def start(
     """
     try:
         attrs = {**attributes, **STATE.span_attributes, A.THREAD_ID: _thread_ident()}
-        span = STATE.tracer.start_span(name, attributes=attrs, start_time=start_ns or now_ns())
+        joined = STATE.open_spans.parent_context() if STATE.open_spans is not None else None
+        start_time = start_ns or now_ns()
+        span = STATE.tracer.start_span(name, context=joined, attributes=attrs, start_time=start_time)
         if not span.is_recording():
             return None
         return Recording(span, kind)

@@ -25,6 +25,7 @@ from agentscope import __version__
 from agentscope import attributes as A
 from agentscope.sdk._safety import report
 from agentscope.sdk.instrumentation import instrument as instrument_libraries
+from agentscope.sdk.open_spans import OpenSpans
 from agentscope.sdk.otlp_json import JsonLinesSpanExporter
 from agentscope.sdk.state import STATE, TRACER_NAME, Router
 from agentscope.store.store import DEFAULT_STORE, default_store_path
@@ -128,6 +129,8 @@ def init(
         if STATE.router is None:
             STATE.router = Router()
             provider.add_span_processor(STATE.router)
+            STATE.open_spans = OpenSpans(TRACER_NAME)
+            provider.add_span_processor(STATE.open_spans)
             atexit.register(shutdown)
         processors: list[SpanProcessor] = []
         if store is not None:

@@ -16,6 +16,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 
 from agentscope.sdk._safety import report
+from agentscope.sdk.open_spans import OpenSpans
 
 TRACER_NAME = "agentscope"
 
@@ -60,6 +61,8 @@ class SDKState:
     router: Router | None = None
     private_provider: TracerProvider | None = None
     """agentscope's own provider, when the application's could not be joined."""
+    open_spans: OpenSpans | None = None
+    """Other instrumentations' open spans on the joined provider, which agentscope's spans join."""
     span_attributes: dict[str, str] = field(default_factory=dict)
     """Attributes every agentscope span carries (``agentscope.service.name`` beside another service)."""
 

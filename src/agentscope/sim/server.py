@@ -132,9 +132,11 @@ def app_for(
     """
     rng = random.Random(profile.seed)
 
-    def log(arrival_ns: int, status: int) -> None:
+    def log(arrival_ns: int, status: int, usage: Mapping[str, Any] | None = None) -> None:
         if served is not None:
-            served.append(Served(arrival_ns, now_ns(), status))
+            usage = usage or {}
+            tokens = (usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+            served.append(Served(arrival_ns, now_ns(), status, *tokens))
 
     async def admit(request: Request) -> dict[str, Any] | Response:
         """The request's JSON body, or the error response the profile draws for it."""
@@ -230,7 +232,7 @@ def app_for(
             words = []
 
         def traced() -> None:
-            log(arrival_ns, 200)
+            log(arrival_ns, 200, usage)
             if profile.traced:
                 attributes = _vllm_attributes(request_id, model, queue_ms, prefill_ms, decode_ms, usage)
                 record_request(request.headers, arrival_ns, attributes)
@@ -554,6 +556,9 @@ class Served(NamedTuple):
     end_ns: int
     """When the last byte of the answer was handed to the server (streams: as the last chunk is)."""
     status: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    """The usage the answer reported (0 for an answer that was not a completion)."""
 
     @property
     def ms(self) -> float:

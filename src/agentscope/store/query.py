@@ -64,8 +64,8 @@ model or tool name) it is only spelled differently."""
 _VALUES = ",\n    ".join(f'TRY_CAST(v."{key}" AS {sql_type}) AS {name}' for name, key, sql_type in _EXTRACTED)
 
 _SELECT = f"""
-SELECT trace_id, span_id, parent_id, name, kind, span_kind, start_ns, end_ns, status, thread_id, cpu_ns,
-    operation, attempt, http_status, ttft_s, stream_wait_ns, server_queue_ms, server_prefill_ms,
+SELECT trace_id, span_id, parent_id, name, kind, span_kind, scope, start_ns, end_ns, status, thread_id,
+    cpu_ns, operation, attempt, http_status, ttft_s, stream_wait_ns, server_queue_ms, server_prefill_ms,
     server_decode_ms, server_total_ms, task_name, accepted, input_tokens, output_tokens, cached_tokens,
     CASE kind
         WHEN 'tool' THEN coalesce(tool_name, name)
