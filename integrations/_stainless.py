@@ -248,9 +248,10 @@ def _after(
         return result
     values = None
     try:
-        if kwargs.get("stream") and rec is not None:
+        if kwargs.get("stream"):
             proxy_type = _AsyncStream if hasattr(result, "__aiter__") else _Stream
-            return proxy_type(result, StreamState(rec, state, time.perf_counter_ns() - t0, cpu0, dialect))
+            tracked = StreamState(rec, call, state, time.perf_counter_ns() - t0, cpu0, dialect)
+            return proxy_type(result, tracked)
         body = result.parse() if isinstance(result, dialect.raw_responses) else result
         values = result_attributes(body, state.headers)
     except Exception as exc:
@@ -265,6 +266,10 @@ def _after(
 class StreamState:
     """What a stream proxy tracks until its span ends (shared with its GC finalizer).
 
+    ``rec`` is None when the call is recorded by a peer's span (``call`` then
+    writes to it): the stream's first token, usage and chunk count go on that
+    span while it is still open, and ending it is left to its owner.
+
     The span's CPU is the calling thread's CPU from the call until the stream
     ends, as for any other span, read once at the end rather than around every
     chunk (a thread-CPU read is a system call).  A stream finished on another
@@ -274,6 +279,7 @@ class StreamState:
 
     __slots__ = (
         "bodies",
+        "call",
         "call_cpu_ns",
         "chunks",
         "cpu0",
@@ -289,8 +295,10 @@ class StreamState:
         "wait_ns",
     )
 
-    def __init__(self, rec: Recording, state: _Call, wait_ns: int, cpu0: int, dialect: Dialect) -> None:
-        self.rec, self.state, self.dialect = rec, state, dialect
+    def __init__(
+        self, rec: Recording | None, call: LLMCall, state: _Call, wait_ns: int, cpu0: int, dialect: Dialect
+    ) -> None:
+        self.rec, self.call, self.state, self.dialect = rec, call, state, dialect
         self.seen = dialect.seen
         """The dialect's reader of one event, called by the proxy for every chunk."""
         self.wait_ns, self.cpu0 = wait_ns, cpu0
@@ -308,8 +316,7 @@ class StreamState:
     def first_token(self) -> None:
         """The first content or tool-call delta arrived (a role-only chunk does not count)."""
         self.first_seen = True
-        if self.rec.llm is not None:
-            self.rec.llm.first_token()
+        self.call.first_token()
 
     def note(self, body: Any) -> None:
         """Keep an event that carries usage or timings, read when the stream ends."""
@@ -332,7 +339,10 @@ class StreamState:
                 extra.update(result_attributes(body, self.state.headers))
         except Exception as exc:
             report(f"recording a {self.dialect.library} stream", exc)
-        self.rec.finish(error, cpu, extra)
+        if self.rec is not None:
+            self.rec.finish(error, cpu, extra)
+        else:
+            self.call.set_attributes(extra)
 
 
 class _Stream(wrapt.ObjectProxy):

@@ -43,6 +43,14 @@ def test_every_kind_rule_is_in_conventions_md():
     assert not missing, f"docs/conventions.md lacks the kind rules {missing}"
 
 
+def test_every_peer_timing_shape_is_in_conventions_md():
+    from agentscope.classify import FIRST_TOKEN_EVENTS, PEER_FIELD_KEYS
+
+    text = (DOCS / "conventions.md").read_text()
+    missing = sorted(name for name in (*FIRST_TOKEN_EVENTS, *PEER_FIELD_KEYS) if f"`{name}`" not in text)
+    assert not missing, f"docs/conventions.md lacks {missing}"
+
+
 def test_every_content_key_is_documented():
     text = (DOCS / "attributes.md").read_text()
     listed = [*attributes.CONTENT_KEYS, *(f"{prefix}…" for prefix in attributes.CONTENT_PREFIXES)]

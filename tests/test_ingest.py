@@ -12,6 +12,7 @@ import time
 from functools import partial
 
 import clirun
+import pytest
 from traces_fixtures import (
     T1,
     agent_trace_otlp,
@@ -22,6 +23,7 @@ from traces_fixtures import (
     otlp_span,
     zipkin_spans,
 )
+from traces_fixtures import s as text_attribute
 
 import agentscope as ags
 from agentscope.ingest import ingest
@@ -56,6 +58,50 @@ def test_otlp_json_lines_from_an_openllmetry_style_producer(tmp_path):
             "SELECT span_kind, service, scope, parent_id FROM spans WHERE name='openai.chat'"
         ).fetchall()
         assert row == ("CLIENT", "svc", "test-producer", "b7ad6b7169203331")
+
+
+def test_langfuse_otel_spans_give_model_tokens_and_first_token(tmp_path):
+    """Langfuse's own spans keep usage as a JSON object and the first token as a JSON-quoted ISO time."""
+    first_token = "2023-11-14T22:13:20.120000Z"  # BASE + 120 ms
+    usage = {"prompt_tokens": 12, "completion_tokens": 80, "total_tokens": 92}
+    generation = otlp_span(
+        T1,
+        "00f067aa0ba902b7",
+        None,
+        "OpenAI-generation",
+        0,
+        400,
+        [
+            text_attribute("langfuse.observation.type", "generation"),
+            text_attribute("langfuse.observation.model.name", "gpt-oss-120b"),
+            text_attribute("langfuse.observation.usage_details", json.dumps(usage)),
+            text_attribute("langfuse.observation.completion_start_time", json.dumps(first_token)),
+        ],
+    )
+    unreadable = otlp_span(
+        T1,
+        "1111111111111111",
+        None,
+        "broken-generation",
+        0,
+        400,
+        [
+            text_attribute("langfuse.observation.type", "generation"),
+            text_attribute("langfuse.observation.usage_details", "{not json"),
+            text_attribute("langfuse.observation.completion_start_time", '"yesterday"'),
+        ],
+    )
+    path = tmp_path / "langfuse.jsonl"
+    path.write_text(dumps(otlp_request([generation, unreadable])) + "\n")
+    with Store(None) as store:
+        assert ingest(store, [path]).ok
+        llm = attrs(store, "OpenAI-generation")
+        broken = attrs(store, "broken-generation")
+    assert llm["gen_ai.request.model"] == "gpt-oss-120b"
+    assert (llm["gen_ai.usage.input_tokens"], llm["gen_ai.usage.output_tokens"]) == (12, 80)
+    assert llm["gen_ai.response.time_to_first_chunk"] == pytest.approx(0.120)
+    assert "gen_ai.usage.input_tokens" not in broken and "gen_ai.response.time_to_first_chunk" not in broken
+    assert broken["langfuse.observation.usage_details"] == "{not json"  # kept as it came, unread
 
 
 def test_single_pretty_printed_otlp_document_and_gzip(tmp_path):

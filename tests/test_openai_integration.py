@@ -349,3 +349,38 @@ def test_a_peer_instrumentors_span_is_enriched_not_duplicated(instrumented, sim)
     assert len(llm) == 1
     assert llm[0].attributes.get("openinference.span.kind") == "LLM"
     assert llm[0].attributes["llm.token_count.completion"] == 8
+
+
+def test_a_peer_span_current_around_a_stream_gets_its_first_token_and_usage(instrumented, sim):
+    """A peer that makes its span current around the call but leaves the stream alone (as a wrapper
+    around ``create`` does): agentscope records no span of its own, and marks the stream on the peer's."""
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("openinference.instrumentation.openai")
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    peer_kind = {"openinference.span.kind": "LLM"}
+    with tracer.start_as_current_span("ChatCompletion", attributes=peer_kind) as peer:
+        stream = client.chat.completions.create(
+            model="gpt-oss-120b", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = sum(1 for _ in stream)
+    (llm,) = llm_spans(instrumented)
+    assert llm.context.span_id == peer.get_span_context().span_id
+    a = llm.attributes
+    assert a[A.GEN_AI_RESPONSE_TTFC] * 1000 >= 10 + 30  # the provider's queue and prefill
+    assert a[A.GEN_AI_RESPONSE_TTFC] < (llm.end_time - llm.start_time) / 1e9
+    assert a[A.STREAMED] is True and a[A.STREAM_CHUNKS] <= chunks
+    assert a[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
+
+
+def test_a_peer_span_ended_before_its_stream_is_read_is_left_alone(instrumented, sim, caplog):
+    from opentelemetry import trace
+
+    tracer = trace.get_tracer("openinference.instrumentation.openai")
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    with tracer.start_as_current_span("ChatCompletion", attributes={"openinference.span.kind": "LLM"}):
+        stream = client.chat.completions.create(model="gpt-oss-120b", messages=MESSAGES, stream=True)
+    assert sum(1 for _ in stream) > 0
+    (llm,) = llm_spans(instrumented)
+    assert A.GEN_AI_RESPONSE_TTFC not in llm.attributes and A.STREAMED not in llm.attributes
+    assert not [r for r in caplog.records if "ended span" in r.getMessage()]  # the SDK's complaint

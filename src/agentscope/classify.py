@@ -7,12 +7,20 @@ in order and the first match decides: our own ``agentscope.kind``, then the
 OpenTelemetry GenAI operation, then the OpenInference and OpenLLMetry span
 kinds, then the presence of GenAI, DB or HTTP-client attributes.  Anything else
 is a ``step``.  ``docs/conventions.md`` lists both tables.
+
+Some packages record a call's timing or usage in shapes no key-for-key alias
+can carry: the first token as a span event (OpenInference, OpenLLMetry), the
+usage as a JSON object and the first token as an ISO time (Langfuse's spans).
+:func:`read_peer_fields` turns those into our keys too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta, timezone
 from typing import Any
+
+import orjson
 
 from agentscope import attributes as A
 
@@ -95,6 +103,7 @@ ALIASES: tuple[tuple[str, str, float], ...] = (
     ("llm.provider", A.GEN_AI_PROVIDER_NAME, 1),
     ("llm.system", A.GEN_AI_PROVIDER_NAME, 1),
     ("llm.model_name", A.GEN_AI_REQUEST_MODEL, 1),
+    ("langfuse.observation.model.name", A.GEN_AI_REQUEST_MODEL, 1),
     ("gen_ai.usage.prompt_tokens", A.GEN_AI_USAGE_INPUT_TOKENS, 1),
     ("gen_ai.usage.completion_tokens", A.GEN_AI_USAGE_OUTPUT_TOKENS, 1),
     ("llm.usage.prompt_tokens", A.GEN_AI_USAGE_INPUT_TOKENS, 1),
@@ -137,6 +146,92 @@ def normalize(attributes: dict[str, Any]) -> dict[str, Any]:
             else:
                 attributes[ours] = value
     return attributes
+
+
+FIRST_TOKEN_EVENTS = frozenset(
+    {
+        "First Token Stream Event",  # OpenInference
+        "gen_ai.content.completion.chunk",  # OpenLLMetry, one per chunk
+        "llm.content.completion.chunk",  # OpenLLMetry, older releases
+    }
+)
+"""Span events that mark a streamed call's chunks; the earliest is its first token."""
+
+LANGFUSE_USAGE = "langfuse.observation.usage_details"
+LANGFUSE_FIRST_TOKEN = "langfuse.observation.completion_start_time"
+PEER_FIELD_KEYS = (LANGFUSE_USAGE, LANGFUSE_FIRST_TOKEN)
+"""Attributes :func:`read_peer_fields` reads (a JSON object, a JSON-quoted ISO time)."""
+
+USAGE_INPUT_KEYS = ("input", "promptTokens", "prompt_tokens", "input_tokens")
+USAGE_OUTPUT_KEYS = ("output", "completionTokens", "completion_tokens", "output_tokens")
+USAGE_CACHED_KEYS = ("cache_read_input_tokens", "input_cached_tokens", "input_cache_read")
+"""The names Langfuse's usage objects give the input, output and cached input token counts."""
+
+
+def token_count(value: Any) -> int | None:
+    """A token count, if ``value`` is one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def usage_counts(usage: Any) -> tuple[int | None, int | None, int | None]:
+    """(input, output, cached input) tokens of a Langfuse usage object; None where it has none."""
+    if not isinstance(usage, Mapping):
+        return None, None, None
+    return tuple(  # type: ignore[return-value]
+        next((n for n in (token_count(usage.get(key)) for key in keys) if n is not None), None)
+        for keys in (USAGE_INPUT_KEYS, USAGE_OUTPUT_KEYS, USAGE_CACHED_KEYS)
+    )
+
+
+def first_token_ns(events: Iterable[tuple[str, int]]) -> int | None:
+    """When a streamed call's first token came, from its (name, epoch ns) span events; None if not marked."""
+    return min((at for name, at in events if name in FIRST_TOKEN_EVENTS), default=None)
+
+
+def _json_or_none(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _iso_ns(value: Any) -> int | None:
+    """Epoch ns of an ISO time (to the microsecond, as Langfuse writes it); None if it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // _MICROSECOND * 1000
+
+
+def read_peer_fields(attributes: dict[str, Any], start_ns: int, first_token_at: int | None = None) -> None:
+    """Add our token and first-token keys from other packages' shapes (in place; ours win).
+
+    ``first_token_at`` is :func:`first_token_ns` of the span's events.  A value
+    that cannot be read (not JSON, not a time) is left as it is, unread.
+    """
+    if LANGFUSE_USAGE in attributes:
+        counts = usage_counts(_json_or_none(attributes[LANGFUSE_USAGE]))
+        keys = (A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS, A.GEN_AI_USAGE_CACHED_INPUT_TOKENS)
+        for key, count in zip(keys, counts, strict=True):
+            if count is not None:
+                attributes.setdefault(key, count)
+    if first_token_at is None and LANGFUSE_FIRST_TOKEN in attributes:
+        first_token_at = _iso_ns(_json_or_none(attributes[LANGFUSE_FIRST_TOKEN]))
+    if first_token_at is not None:
+        attributes.setdefault(A.GEN_AI_RESPONSE_TTFC, max(0, first_token_at - start_ns) / 1e9)
 
 
 def classify(attributes: Mapping[str, Any], span_kind: str | None = None) -> str:

@@ -17,31 +17,18 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from agentscope import attributes as A
+from agentscope.classify import usage_counts
 from agentscope.ingest.records import BadSpan, Record, record
-from agentscope.ingest.runs import first_line, iso_ns, number, read_export, set_usage, span_id_of, trace_id_of
+from agentscope.ingest.runs import first_line, iso_ns, read_export, set_usage, span_id_of, trace_id_of
 
 OBSERVATION_TYPE = "langfuse.observation.type"
 OBSERVATION_ID = "langfuse.observation.id"
-
-_INPUT_KEYS = ("input", "promptTokens", "prompt_tokens", "input_tokens")
-_OUTPUT_KEYS = ("output", "completionTokens", "completion_tokens", "output_tokens")
-_CACHED_KEYS = ("cache_read_input_tokens", "input_cached_tokens", "input_cache_read")
-
-
-def _first_count(usage: Any, keys: tuple[str, ...]) -> int | None:
-    if not isinstance(usage, dict):
-        return None
-    return next((n for n in (number(usage.get(key)) for key in keys) if n is not None), None)
 
 
 def _usage(observation: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
     """(input, output, cached input) tokens: ``usageDetails``, else ``usage``, else the top-level counts."""
     for source in (observation.get("usageDetails"), observation.get("usage"), observation):
-        counts = (
-            _first_count(source, _INPUT_KEYS),
-            _first_count(source, _OUTPUT_KEYS),
-            _first_count(source, _CACHED_KEYS),
-        )
+        counts = usage_counts(source)
         if counts[0] is not None or counts[1] is not None:
             return counts
     return None, None, None

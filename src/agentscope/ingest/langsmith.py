@@ -16,12 +16,12 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from agentscope import attributes as A
+from agentscope.classify import token_count
 from agentscope.ingest.records import BadSpan, Record, record
 from agentscope.ingest.runs import (
     dig,
     first_line,
     iso_ns,
-    number,
     read_export,
     set_usage,
     span_id_of,
@@ -49,11 +49,12 @@ def _usage(run: dict[str, Any]) -> tuple[int | None, int | None, int | None]:
         metadata = dig(generation, "message", "kwargs", "usage_metadata")
     if isinstance(metadata, dict):
         cached = dig(metadata, "input_token_details", "cache_read")
-        return number(metadata.get("input_tokens")), number(metadata.get("output_tokens")), number(cached)
+        inputs, outputs = metadata.get("input_tokens"), metadata.get("output_tokens")
+        return token_count(inputs), token_count(outputs), token_count(cached)
     usage = dig(run, "outputs", "llm_output", "token_usage") or dig(run, "outputs", "llm_output", "usage")
     if isinstance(usage, dict):
-        return number(usage.get("prompt_tokens")), number(usage.get("completion_tokens")), None
-    return number(run.get("prompt_tokens")), number(run.get("completion_tokens")), None
+        return token_count(usage.get("prompt_tokens")), token_count(usage.get("completion_tokens")), None
+    return token_count(run.get("prompt_tokens")), token_count(run.get("completion_tokens")), None
 
 
 def _first_token_s(run: dict[str, Any], start_ns: int) -> float | None:

@@ -15,6 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agentscope import attributes as A
+from agentscope.classify import FIRST_TOKEN_EVENTS, first_token_ns
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES, BadSpan, Record, record
 
 SPAN_KINDS = {0: None, 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -125,7 +126,21 @@ def _json_span(span: Any, line: int, service: Any, scope: Any, check_sizes: bool
         scope=scope if isinstance(scope, str) else None,
         attributes=attributes,
         check_sizes=check_sizes,
+        first_token_at=_json_first_token(span.get("events")),
     )
+
+
+def _json_first_token(events: Any) -> int | None:
+    """The first-token time the span's events mark (malformed events are not marks)."""
+    if not isinstance(events, list):
+        return None
+    marks = []
+    for event in events:
+        if isinstance(event, dict) and event.get("name") in FIRST_TOKEN_EVENTS:
+            at = event.get("timeUnixNano")
+            if isinstance(at, (int, str)) and str(at).isdigit():
+                marks.append((event["name"], int(at)))
+    return first_token_ns(marks)
 
 
 def read_json_lines(stream: IO[bytes]) -> Iterator[Record]:
@@ -191,6 +206,7 @@ def proto_request_records(request: ExportTraceServiceRequest, line: int) -> Iter
                     service=service if isinstance(service, str) else None,
                     scope=scope,
                     attributes={kv.key: proto_value(kv.value) for kv in span.attributes},
+                    first_token_at=first_token_ns((e.name, e.time_unix_nano) for e in span.events),
                 )
 
 

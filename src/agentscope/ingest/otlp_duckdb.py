@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentscope import attributes as A
-from agentscope.classify import aliases_sql, kind_sql
+from agentscope.classify import FIRST_TOKEN_EVENTS, PEER_FIELD_KEYS, aliases_sql, kind_sql
 from agentscope.ingest.otlp import SPAN_KINDS, STATUS
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
 from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
@@ -58,11 +58,18 @@ SHORT_LINES_MAX_BATCHES = 4
 spans, so their batches stay at BATCH_BYTES."""
 LONG_LINE_BYTES = 8 << 20
 """Longer lines go to the Python reader, which cuts oversized values rather than parse them whole."""
-ROUTED_MARKERS = (b"instrumentationLibrary", b"\\u000", b"\\u001")
+ROUTED_MARKERS = (
+    b"instrumentationLibrary",
+    b"\\u000",
+    b"\\u001",
+    *(text.encode() for text in sorted(FIRST_TOKEN_EVENTS | set(PEER_FIELD_KEYS))),
+)
 """Lines containing these go to the Python reader: the legacy key of scope spans, which the query does not
-read, and escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes
-``\\u001f``.  Value kinds the query does not read (kvlist, bytes) need no marker: such a value has none of
-the fields the query reads, so its span fails the query's checks and goes to the Python reader anyway,
+read; escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes
+``\\u001f``; and the first-token events and other packages' usage shapes that
+:func:`agentscope.classify.read_peer_fields` reads (the query reads neither events nor JSON in strings).
+Value kinds the query does not read (kvlist, bytes) need no marker: such a value has none of the fields the
+query reads, so its span fails the query's checks and goes to the Python reader anyway,
 at no cost to the blocks that have none (each marker is a scan of the whole block)."""
 _ESCAPE_PREFIX = b"\\u00"
 """What the escaped control characters' markers begin with: a block without it (most have not even a

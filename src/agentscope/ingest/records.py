@@ -107,8 +107,11 @@ def record(
     attributes: dict[str, Any],
     trace_width: int = 32,
     check_sizes: bool = True,
+    first_token_at: int | None = None,
 ) -> Record:
     """Check a span's fields and build its row; a problem record if it cannot be stored.
+
+    ``first_token_at``: when the span's events mark its first token (see :func:`make_row`).
 
     ``check_sizes=False`` skips looking for oversized attribute values, for a reader
     that knows its whole input line is smaller than the limit.
@@ -139,6 +142,7 @@ def record(
             service,
             scope,
             attributes,
+            first_token_at=first_token_at,
         )
     except BadSpan as exc:
         return Record(line, problem=str(exc))

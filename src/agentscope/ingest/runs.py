@@ -91,13 +91,6 @@ def first_line(text: Any, limit: int = 500) -> str | None:
     return line[:limit]
 
 
-def number(value: Any) -> int | None:
-    """A token count, if ``value`` is one."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
-
-
 def set_usage(
     attributes: dict[str, Any], inputs: int | None, outputs: int | None, cached: int | None
 ) -> None:

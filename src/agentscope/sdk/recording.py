@@ -100,8 +100,10 @@ class LLMCall:
         return self._span is not None
 
     def first_token(self) -> None:
-        """Mark that the first content or tool-call token arrived now (only the first mark counts)."""
-        if self._span is None or self.first_token_ns is not None:
+        """Mark that the first content or tool-call token arrived now (only the first mark counts).
+
+        A span that has ended (a peer's, ended before the stream it wraps) is left as it is."""
+        if self._span is None or self.first_token_ns is not None or not self._span.is_recording():
             return
         try:
             self.first_token_ns = now_ns()
@@ -146,7 +148,7 @@ class LLMCall:
         self._set(values)
 
     def _set(self, values: Mapping[str, Any]) -> None:
-        if self._span is None:
+        if self._span is None or not self._span.is_recording():
             return
         try:
             self._span.set_attributes(clean_attributes(values))

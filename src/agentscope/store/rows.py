@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from agentscope import attributes as A
-from agentscope.classify import classify, normalize
+from agentscope.classify import classify, normalize, read_peer_fields
 
 
 def _json_default(value: Any) -> Any:
@@ -49,6 +49,16 @@ def without_content(row: tuple) -> tuple:
     return (*row[:-1], attributes_json(orjson.loads(text)))
 
 
+def _digits(value: Any) -> int | None:
+    """A digits-only value (ASCII, as DuckDB's reader matches it) that fits a BIGINT column; else None."""
+    if not isinstance(value, (int, float, str)):
+        return None
+    text = str(value)
+    if not (text.isascii() and text.isdigit()) or int(text) >= 1 << 63:
+        return None
+    return int(text)
+
+
 def make_row(
     trace_id: str,
     span_id: str,
@@ -63,13 +73,17 @@ def make_row(
     scope: str | None,
     attributes: dict[str, Any],
     keep_content: bool = True,
+    first_token_at: int | None = None,
 ) -> tuple:
     """A row in ``schema.COLUMNS`` order; ``attributes`` is consumed (CPU and thread move to columns).
 
-    ``keep_content=False`` drops content attributes (see :func:`attributes_json`)."""
+    ``keep_content=False`` drops content attributes (see :func:`attributes_json`);
+    ``first_token_at`` is when the span's events say its first token came
+    (:func:`agentscope.classify.first_token_ns`)."""
     cpu_ns = attributes.pop(A.CPU_NS, None)
     thread_id = attributes.pop(A.THREAD_ID, None)
     normalize(attributes)
+    read_peer_fields(attributes, start_ns, first_token_at)
     return (
         trace_id,
         span_id,
@@ -83,7 +97,7 @@ def make_row(
         status_message,
         service,
         scope,
-        int(thread_id) if isinstance(thread_id, (int, float, str)) and str(thread_id).isdigit() else None,
-        int(cpu_ns) if isinstance(cpu_ns, (int, float, str)) and str(cpu_ns).isdigit() else None,
+        _digits(thread_id),
+        _digits(cpu_ns),
         attributes_json(attributes, keep_content),
     )

@@ -29,6 +29,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from agentscope import attributes as A
+from agentscope.classify import first_token_ns
 from agentscope.sdk._safety import report
 from agentscope.store.rows import make_row
 from agentscope.store.schema import rows_to_table
@@ -57,12 +58,15 @@ def snapshot(span: ReadableSpan) -> tuple:
         resource.attributes.get(A.SERVICE_NAME) if resource is not None else None,
         scope.name if scope is not None else None,
         span.attributes,
+        span.events,
     )
 
 
 def snapshot_to_row(snap: tuple, keep_content: bool = False) -> tuple:
     """One ``spans`` row from a :func:`snapshot`; content attributes dropped unless ``keep_content``."""
-    trace_id, span_id, parent_id, name, kind, start, end, status, message, service, scope, attrs = snap
+    (trace_id, span_id, parent_id, name, kind, start, end, status, message, service, scope, attrs, events) = (
+        snap
+    )
     return make_row(
         format(trace_id, "032x"),
         format(span_id, "016x"),
@@ -77,6 +81,7 @@ def snapshot_to_row(snap: tuple, keep_content: bool = False) -> tuple:
         scope,
         dict(attrs or {}),
         keep_content,
+        first_token_ns((event.name, event.timestamp) for event in events),
     )
 
 
