@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from agentscope.cli.render import CATEGORY_COLORS, fit, ms_text
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from agentscope.analysis.repair import Repair
 from agentscope.analysis.tasks import TraceExplanation
 
 FIXED = 42
 """Cells the kind, start, duration and on-path columns and the padding take."""
 MAX_DEPTH = 8
 """Nesting indented deeper than this is drawn at this depth, so names keep their room."""
+
+
+def _rules(repairs: list[Repair]) -> str:
+    """How many repairs of each rule, e.g. ``4 same-call, 4 enclosed-sibling``."""
+    return ", ".join(f"{n} {rule}" for rule, n in Counter(r.rule for r in repairs).items())
 
 
 def waterfall(explanation: TraceExplanation, width: int = 120) -> Group:
@@ -22,7 +30,8 @@ def waterfall(explanation: TraceExplanation, width: int = 120) -> Group:
     bar_width = max(10, min(80, (width - FIXED) // 3))
     name_width = max(12, width - FIXED - bar_width)
     origin, total = trace.start[task], max(1, trace.end[task] - trace.start[task])
-    repaired = {r.span for r in explanation.repairs()}
+    repairs = explanation.repairs()
+    repaired = {r.span for r in repairs}
     on_path: dict[int, int] = {}
     for span, a, b in explanation.segments:
         on_path[span] = on_path.get(span, 0) + (b - a)
@@ -72,8 +81,8 @@ def waterfall(explanation: TraceExplanation, width: int = 120) -> Group:
     if repaired:
         notes.append(
             Text(
-                f"↳ {len(repaired)} span(s) moved under the leaf step that encloses them "
-                "(foreign-trace repair; --no-repair shows the tree as recorded)",
+                f"↳ {len(repaired)} span(s) repaired ({_rules(repairs)}: foreign-trace repairs, "
+                "docs/categories.md; --no-repair shows the tree as recorded)",
                 style="yellow",
             )
         )

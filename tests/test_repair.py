@@ -14,7 +14,7 @@ from tracebuild import MS, path, span, trace
 
 from agentscope.analysis import KEYS
 from agentscope.analysis.attribution import failed_attempts
-from agentscope.analysis.repair import ENCLOSED_SIBLING, SAME_CALL
+from agentscope.analysis.repair import EARLY_END, ENCLOSED_SIBLING, SAME_CALL
 from agentscope.analysis.report import trace_report
 from agentscope.analysis.tasks import explain
 
@@ -314,3 +314,52 @@ def test_without_repair_both_records_are_counted():
     )
     assert explain(trace(*spans, repair=False), 0).result.input_tokens == 180
     assert explain(trace(*spans), 0).result.input_tokens == 90
+
+
+def llamaindex_streamed_task(steps: int = 3) -> list[dict]:
+    """OpenInference's LlamaIndex shape of a streamed FunctionAgent run: each workflow step asks
+    ``OpenAILike.astream_chat`` for a stream, whose span ends as the generator is handed back (1 ms);
+    the step reads the stream, and the span's first-token event comes 206 ms after its start."""
+    spans = [span("W", None, "agent", 0, steps * 320 + 10, name="FunctionAgent.run")]
+    for n in range(steps):
+        t0 = 5 + n * 320
+        spans += [
+            span(f"S{n}", "W", "step", t0, t0 + 306, name="BaseWorkflowAgent.run_agent_step"),
+            span(f"L{n}", f"S{n}", "llm", t0 + 0.2, t0 + 1.2, name="OpenAILike.astream_chat", ttft_s=0.206),
+        ]
+    return spans
+
+
+def test_a_streamed_span_that_ends_before_its_first_token_takes_the_step_that_read_it():
+    t = trace(*llamaindex_streamed_task())
+    assert [(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs] == [
+        (f"L{n}", EARLY_END, f"S{n}") for n in range(3)
+    ]
+    result = explain(t, 0).result
+    ms = {key: round(ns / MS, 1) for key, ns in zip(KEYS, result.components) if ns}
+    assert ms["inference.unsplit"] == pytest.approx(3 * 206, abs=0.5)  # up to each first token
+    assert ms["inference.decode"] == pytest.approx(3 * (306 - 0.2 - 206), abs=0.5)  # the stream read
+    assert ms["other"] == pytest.approx(970 - 3 * 305.8, abs=0.5)  # only the agent's gaps between steps
+
+
+def test_without_repair_the_streamed_calls_are_a_millisecond_each():
+    result = explain(trace(*llamaindex_streamed_task(), repair=False), 0).result
+    inference = sum(ns for key, ns in zip(KEYS, result.components) if key.startswith("inference"))
+    assert inference / MS < 5
+
+
+def test_a_span_ending_early_under_a_busy_parent_is_extended_only_to_its_first_token():
+    t = trace(
+        span("R", None, "task", 0, 500),
+        span("L", "R", "llm", 10, 11, name="astream_chat", ttft_s=0.2),
+        span("T", "R", "tool", 300, 480),
+    )
+    assert [(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs] == [
+        ("L", EARLY_END, "L")
+    ]
+    assert (t.end[1] - t.start[1]) / MS == pytest.approx(200)
+
+
+def test_a_span_whose_first_token_is_inside_it_is_not_extended():
+    t = trace(span("R", None, "task", 0, 500), span("L", "R", "llm", 10, 400, ttft_s=0.2))
+    assert t.repairs == [] and t.end[1] == 400 * MS

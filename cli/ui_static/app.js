@@ -253,10 +253,16 @@ async function tasksPage(params) {
   );
 }
 
+function repairCounts(repaired) {
+  const counts = {};
+  for (const r of repaired) counts[r.rule] = (counts[r.rule] || 0) + 1;
+  return Object.entries(counts).map(([rule, n]) => `${n} ${rule}`).join(", ");
+}
+
 function attributesPanel(span) {
   const rows = [["span id", span.span_id], ["kind", span.kind], ["status", span.status || ""], ["service", span.service || ""],
     ["start", ms(span.start_ms)], ["duration", ms(span.end_ms - span.start_ms)], ["on the critical path", ms(span.on_path_ms)]];
-  if (span.repaired) rows.push(["repaired", `${span.repaired.rule}: moved under ${span.repaired.new_parent_id}`]);
+  if (span.repaired) rows.push(["repaired", `${span.repaired.rule} → ${span.repaired.new_parent_id}`]);
   for (const [key, value] of Object.entries(span.attributes)) rows.push([key, typeof value === "string" ? value : JSON.stringify(value)]);
   return el("div", { id: "attributes", "data-span-id": span.span_id }, el("h2", { text: span.name }), table("attributes-table", ["", ""], rows));
 }
@@ -304,7 +310,7 @@ async function tracePage(traceId, params) {
     doc.explained === "root" ? el("p", { class: "dim", text: "This trace holds no task: its root span is explained." }) : null,
     ...budgetBar(attribution, total),
     el("p", { class: "dim", text: "Strong bars: the critical path, coloured by category; faint bars: each span's own time. Click a span for its attributes." +
-      (repaired ? ` ${repaired} span(s) were moved under the step that encloses them (foreign-trace repair; untick "repair" to see the tree as recorded).` : "") }),
+      (repaired ? ` ${repaired} span(s) repaired (${repairCounts(doc.repaired)}: foreign-trace repairs; untick "repair" to see the tree as recorded).` : "") }),
     el("div", { class: "waterfall", id: "waterfall", "data-trace-id": doc.trace_id }, rows),
     panel,
   );

@@ -35,6 +35,19 @@ Limit: two truly concurrent requests to one model in one trace, running at the
 same time, recorded by different packages (one call recorded only by
 OpenInference, the other only by agentscope), are read as one call.  Two calls
 recorded by the same package never are.
+
+The third rule is the **early end**: OpenInference's LlamaIndex instrumentation
+ends a streamed call's span (``OpenAILike.astream_chat``) when the generator is
+handed back, a millisecond after it starts; the stream is read afterwards, inside
+the workflow step that asked for it, and the span's first-token event comes long
+after the span's end.  An llm span whose own time to first token lies beyond its
+end cannot have recorded its whole call: it is extended to the end of its parent
+when the parent is an orchestration span (task, agent, step) with no other
+child — the step that read the stream — and otherwise to its first token.
+
+Limit: the step's own work after the stream ended (parsing the answer, say) is
+counted as the call's decode; a span extended only to its first token still
+leaves the decode it did not record to its parent.
 """
 
 from __future__ import annotations
@@ -46,12 +59,14 @@ if TYPE_CHECKING:
 
 ENCLOSED_SIBLING = "enclosed-sibling"
 SAME_CALL = "same-call"
+EARLY_END = "early-end"
 ORCHESTRATION_KINDS = frozenset({"task", "agent", "step"})
 WORK_KINDS = frozenset({"llm", "tool", "db", "http"})
 
 
 class Repair(NamedTuple):
-    """One span moved under a new parent (``same-call``: a record of the call ``new_parent`` stands for)."""
+    """One span moved under a new parent (``same-call``: a record of the call ``new_parent`` stands for;
+    ``early-end``: a span extended to the end of ``new_parent``, its parent, or of itself)."""
 
     span: int
     rule: str
@@ -168,6 +183,33 @@ def same_calls(trace: Trace) -> list[Repair]:
         for o in others:
             trace.kind[o] = "step"
             repairs.append(Repair(o, SAME_CALL, call))
+    return repairs
+
+
+def _read_by(trace: Trace, p: int, i: int) -> bool:
+    """Whether ``p`` is the step that read span ``i``'s stream: an orchestration span with no other child."""
+    return p != -1 and trace.kind[p] in ORCHESTRATION_KINDS and trace.children[p] == [i]
+
+
+def early_ends(trace: Trace) -> list[Repair]:
+    """Apply the early-end rule to ``trace`` in place (its ends); the repairs."""
+    rows = trace.rows
+    ttfts = trace.batch["ttft_s"][rows.start : rows.stop]
+    if ttfts.count(None) == len(ttfts):  # a scan in C: most traces record no first token
+        return []
+    repairs: list[Repair] = []
+    start, end, parent, kind = trace.start, trace.end, trace.parent, trace.kind
+    for i, ttft in enumerate(ttfts):
+        if ttft is None or kind[i] != "llm" or start[i] + ttft * 1e9 <= end[i]:
+            continue
+        first_token = start[i] + round(ttft * 1e9)
+        p = parent[i]
+        if _read_by(trace, p, i) and end[p] >= first_token:
+            end[i] = end[p]
+            repairs.append(Repair(i, EARLY_END, p))
+        else:
+            end[i] = first_token
+            repairs.append(Repair(i, EARLY_END, i))
     return repairs
 
 

@@ -12,7 +12,7 @@ from itertools import repeat
 from typing import Any
 
 from agentscope.analysis.batch import SpanBatch
-from agentscope.analysis.repair import Repair, enclosed_siblings, same_calls
+from agentscope.analysis.repair import Repair, early_ends, enclosed_siblings, same_calls
 
 _WORK = frozenset(("llm", "tool"))
 """The kinds of span that make a fallback candidate a task."""
@@ -84,7 +84,8 @@ class Trace:
         if not trace.roots:
             trace.roots = list(trace.orphans)
         if repair:
-            repairs = same_calls(trace)
+            repairs = early_ends(trace)
+            repairs += same_calls(trace)
             repairs += enclosed_siblings(trace.start, trace.end, kind, parents, children, trace.handoffs)
             trace.repairs = repairs
         return trace
