@@ -65,7 +65,8 @@ class Dialect:
     seen: Callable[[StreamState, Any], None]
     """Reads one stream event: marks the first token, notes bodies that carry usage."""
     peer_scopes: tuple[str, ...] = ()
-    """Instrumentation scopes of peer instrumentations whose span is the call."""
+    """Instrumentation scopes of peer instrumentations of this same SDK, whose current span is the call
+    (a framework's span that is current, LlamaIndex's ``OpenAILike.astream_chat`` say, is not)."""
     skip_span: bool = False
     """The SDK makes its own llm span for each call; agentscope adds only attempts and backoff."""
 

@@ -83,7 +83,11 @@ class AnthropicInstrumentor(Instrumentor):
             "anthropic",
             _raw_responses(),
             _seen,
-            ("com.anthropic", "openinference", "opentelemetry.instrumentation"),
+            (
+                "com.anthropic",
+                "openinference.instrumentation.anthropic",
+                "opentelemetry.instrumentation.anthropic",
+            ),
             skip_span=_sdk_makes_its_own_spans(),
         )
         messages = "anthropic.resources.messages.messages"

@@ -86,7 +86,10 @@ class OpenAIInstrumentor(Instrumentor):
 
     def _instrument(self) -> None:
         dialect = Dialect(
-            "openai", _raw_responses(), _seen, ("openinference", "opentelemetry.instrumentation.openai")
+            "openai",
+            _raw_responses(),
+            _seen,
+            ("openinference.instrumentation.openai", "opentelemetry.instrumentation.openai"),
         )
         chat = "openai.resources.chat.completions"
         self.wrap(chat, "Completions.create", call_sync(A.OPERATION_CHAT, dialect))

@@ -33,7 +33,7 @@ class Captured:
     @staticmethod
     def kind(span: ReadableSpan) -> str:
         """The agentscope kind the store will give this span."""
-        return classify(span.attributes, span.kind.name)
+        return classify(span.attributes, span.kind.name, span.name)
 
     def names(self) -> list[str]:
         return [s.name for s in self.spans]

@@ -38,7 +38,7 @@ def test_every_kind_rule_is_in_conventions_md():
         f"{key}={value}"
         for key, table in VALUE_RULES[1:]  # the first, agentscope.kind, is one row for all its kinds
         for value, kind in table.items()
-        if f"| `{key}` = `{value}` | {kind} |" not in text
+        if f"| `{key}` = `{value}` | {kind}" not in text
     ]
     assert not missing, f"docs/conventions.md lacks the kind rules {missing}"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from traces_fixtures import dumps, otlp_request
@@ -189,6 +190,24 @@ def test_well_formed_lines_of_every_convention_are_taken_by_duckdb():
     assert row["attributes"]["gen_ai.usage.input_tokens"] == 120
     assert row["attributes"][A.SERVER_QUEUE_MS] == 250
     assert "openai.api_key" not in row["attributes"]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("OpenAILike._prepare_chat_with_tools", "step"), ("OpenAILike.achat", "llm"), ("_llm", "llm")],
+)
+def test_an_openinference_llm_span_named_after_a_private_method_is_a_step(name, kind):
+    span = {
+        "traceId": TRACE,
+        "spanId": "00f067aa0ba902b7",
+        "name": name,
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000001000000",
+        "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "LLM"}}],
+    }
+    fast, python, routed = both_readers([dumps(otlp_request([span]))])
+    assert routed == [] and fast == python
+    assert [row["kind"] for row in fast.values()] == [kind]
 
 
 def test_value_kinds_the_query_does_not_read_send_their_line_to_the_python_reader_without_a_marker():

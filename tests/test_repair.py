@@ -316,30 +316,64 @@ def test_without_repair_both_records_are_counted():
     assert explain(trace(*spans), 0).result.input_tokens == 90
 
 
+LLAMAINDEX = "openinference.instrumentation.llama_index"
+
+
 def llamaindex_streamed_task(steps: int = 3) -> list[dict]:
-    """OpenInference's LlamaIndex shape of a streamed FunctionAgent run: each workflow step asks
-    ``OpenAILike.astream_chat`` for a stream, whose span ends as the generator is handed back (1 ms);
-    the step reads the stream, and the span's first-token event comes 206 ms after its start."""
-    spans = [span("W", None, "agent", 0, steps * 320 + 10, name="FunctionAgent.run")]
+    """OpenInference's LlamaIndex shape of a streamed FunctionAgent run: each workflow step prepares the
+    request, then asks ``OpenAILike.astream_chat`` for a stream (two nested spans, a decorator's and the
+    method's), which end as the generator is handed back (1 ms); the step reads the stream, and the inner
+    span's first-token event comes 206 ms after its start."""
+    spans = [span("W", None, "agent", 0, steps * 320 + 10, name="FunctionAgent.run", scope=LLAMAINDEX)]
     for n in range(steps):
         t0 = 5 + n * 320
         spans += [
-            span(f"S{n}", "W", "step", t0, t0 + 306, name="BaseWorkflowAgent.run_agent_step"),
-            span(f"L{n}", f"S{n}", "llm", t0 + 0.2, t0 + 1.2, name="OpenAILike.astream_chat", ttft_s=0.206),
+            span(
+                f"S{n}", "W", "step", t0, t0 + 306, name="BaseWorkflowAgent.run_agent_step", scope=LLAMAINDEX
+            ),
+            span(f"P{n}", f"S{n}", "step", t0 + 0.1, t0 + 0.2, name="OpenAILike._prepare_chat_with_tools"),
+            span(
+                f"O{n}", f"S{n}", "llm", t0 + 0.2, t0 + 1.2, name="OpenAILike.astream_chat", scope=LLAMAINDEX
+            ),
+            span(
+                f"L{n}",
+                f"O{n}",
+                "llm",
+                t0 + 0.3,
+                t0 + 1.2,
+                name="OpenAILike.astream_chat",
+                scope=LLAMAINDEX,
+                ttft_s=0.206,
+            ),
         ]
     return spans
 
 
 def test_a_streamed_span_that_ends_before_its_first_token_takes_the_step_that_read_it():
     t = trace(*llamaindex_streamed_task())
-    assert [(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs] == [
-        (f"L{n}", EARLY_END, f"S{n}") for n in range(3)
-    ]
+    repairs = {(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs}
+    assert repairs == {
+        *((f"O{n}", EARLY_END, f"S{n}") for n in range(3)),  # the step read the stream
+        *((f"L{n}", EARLY_END, f"O{n}") for n in range(3)),  # the inner record ends with the outer one
+        *((f"O{n}", SAME_CALL, f"L{n}") for n in range(3)),  # and the two are one call
+    }
     result = explain(t, 0).result
+    assert result.llm_calls == 3
     ms = {key: round(ns / MS, 1) for key, ns in zip(KEYS, result.components) if ns}
     assert ms["inference.unsplit"] == pytest.approx(3 * 206, abs=0.5)  # up to each first token
-    assert ms["inference.decode"] == pytest.approx(3 * (306 - 0.2 - 206), abs=0.5)  # the stream read
-    assert ms["other"] == pytest.approx(970 - 3 * 305.8, abs=0.5)  # only the agent's gaps between steps
+    assert ms["inference.decode"] == pytest.approx(3 * (306 - 0.3 - 206), abs=0.5)  # the stream read
+    assert ms["other"] == pytest.approx(970 - 3 * 305.7, abs=1)  # the agent's gaps, the preparation
+
+
+def test_a_record_that_ends_before_its_child_does_is_extended_to_it():
+    t = trace(
+        span("R", None, "task", 0, 500),
+        span("O", "R", "llm", 10, 11, name="OpenAILike.astream_chat", scope=LLAMAINDEX),
+        span("C", "O", "llm", 12, 400, name="chat gpt-x", label="gpt-x", scope=OURS, ttft_s=0.1),
+        span("T", "R", "tool", 420, 480),
+    )
+    assert (t.end[1] - t.start[1]) / MS == pytest.approx(390)  # to its child's end, the parent is busy
+    assert explain(t, 0).result.llm_calls == 1
 
 
 def test_without_repair_the_streamed_calls_are_a_millisecond_each():

@@ -16,6 +16,7 @@ usage as a JSON object and the first token as an ISO time (Langfuse's spans).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -23,6 +24,8 @@ from typing import Any
 import orjson
 
 from agentscope import attributes as A
+
+_OPENINFERENCE_KIND = "openinference.span.kind"
 
 KINDS = ("task", "agent", "llm", "tool", "db", "http", "step", "queue", "backoff")
 
@@ -41,7 +44,7 @@ VALUE_RULES: tuple[tuple[str, Mapping[str, str]], ...] = (
         },
     ),
     (
-        "openinference.span.kind",
+        _OPENINFERENCE_KIND,
         {
             "LLM": "llm",
             "EMBEDDING": "llm",
@@ -127,6 +130,13 @@ ALIASES: tuple[tuple[str, str, float], ...] = (
 )
 """(their key, our key, unit multiplier): filled in only where our key is absent."""
 
+
+HELPER_METHOD = r"[A-Za-z0-9_]+\._[A-Za-z0-9_]*"
+"""The name of a span OpenInference's LlamaIndex instrumentation makes for a private method of an LLM
+class (``OpenAILike._prepare_chat_with_tools``): it marks every method ``LLM``, but a helper that builds
+the request is not the request, so such a span is a step."""
+
+_HELPER_METHOD = re.compile(HELPER_METHOD)
 
 _ALIASES_BY_KEY: dict[str, list[tuple[str, float]]] = {}
 for _theirs, _ours, _multiplier in ALIASES:
@@ -234,13 +244,15 @@ def read_peer_fields(attributes: dict[str, Any], start_ns: int, first_token_at: 
         attributes.setdefault(A.GEN_AI_RESPONSE_TTFC, max(0, first_token_at - start_ns) / 1e9)
 
 
-def classify(attributes: Mapping[str, Any], span_kind: str | None = None) -> str:
-    """The agentscope kind of a span with these attributes and OTel span kind."""
+def classify(attributes: Mapping[str, Any], span_kind: str | None = None, name: str | None = None) -> str:
+    """The agentscope kind of a span with these attributes, OTel span kind and name."""
     for key, table in VALUE_RULES:
         value = attributes.get(key)
         if value is not None:
             kind = table.get(str(value))
             if kind is not None:
+                if key == _OPENINFERENCE_KIND and kind == "llm" and name and _HELPER_METHOD.fullmatch(name):
+                    return "step"
                 return kind
     for keys, kind in PRESENCE_RULES:
         if kind == "http" and span_kind == "SERVER":
@@ -254,17 +266,27 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def kind_sql(value_of: str, keys: str, span_kind: str) -> str:
+def kind_sql(value_of: str, keys: str, span_kind: str, name: str) -> str:
     """The kind rules above as one DuckDB expression, for readers that classify inside DuckDB.
 
     ``value_of`` is a format string giving the string value of an attribute key
-    (e.g. ``"attrs[{key}]"``), ``keys`` a list expression of the span's keys, and
-    ``span_kind`` the OTel span kind column.  Built from the same tables as
-    :func:`classify`, so both readers agree (tests compare them span for span).
+    (e.g. ``"attrs[{key}]"``), ``keys`` a list expression of the span's keys,
+    ``span_kind`` the OTel span kind column and ``name`` the span name column.
+    Built from the same tables as :func:`classify`, so both readers agree (tests
+    compare them span for span).
     """
+    helper = f"regexp_full_match({name}, {_sql_text(HELPER_METHOD)})"
     rules = []
     for key, table in VALUE_RULES:
-        cases = " ".join(f"WHEN {_sql_text(value)} THEN {_sql_text(kind)}" for value, kind in table.items())
+        cases = " ".join(
+            f"WHEN {_sql_text(value)} THEN "
+            + (
+                f"CASE WHEN {helper} THEN 'step' ELSE 'llm' END"
+                if key == _OPENINFERENCE_KIND and kind == "llm"
+                else _sql_text(kind)
+            )
+            for value, kind in table.items()
+        )
         rules.append(f"CASE {value_of.format(key=_sql_text(key))} {cases} END")
     for rule_keys, kind in PRESENCE_RULES:
         listed = ", ".join(_sql_text(key) for key in rule_keys)

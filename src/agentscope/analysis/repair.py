@@ -22,8 +22,9 @@ agentscope's ``chat`` span, Langfuse's ``OpenAI-generation`` beside it).  LLM
 spans of one trace that share an instant (each overlaps every other), whose
 models agree (the same, or one of them without a model), none of which is the
 provider's own record (a SERVER span, or under one), and which are each other's
-echo — recorded by different instrumentation scopes, or, where a record names no
-scope, one inside the other in the tree — are one call.  The innermost record (the
+echo — recorded by different instrumentation scopes, or one inside the other in
+the tree (a request does not hold another request: LlamaIndex records
+``OpenAILike.achat`` twice, a decorator's span around the method's) — are one call.  The innermost record (the
 shortest) stands for it: it is nearest the wire and holds the attempts and the
 stream.  Each other record becomes a step around it (its own time is the
 wrapper's, not the model's), and what the innermost one lacks — token counts,
@@ -34,16 +35,21 @@ time, its tokens, its calls.
 Limit: two truly concurrent requests to one model in one trace, running at the
 same time, recorded by different packages (one call recorded only by
 OpenInference, the other only by agentscope), are read as one call.  Two calls
-recorded by the same package never are.
+recorded by the same package are only when one is inside the other.
 
 The third rule is the **early end**: OpenInference's LlamaIndex instrumentation
 ends a streamed call's span (``OpenAILike.astream_chat``) when the generator is
 handed back, a millisecond after it starts; the stream is read afterwards, inside
 the workflow step that asked for it, and the span's first-token event comes long
-after the span's end.  An llm span whose own time to first token lies beyond its
-end cannot have recorded its whole call: it is extended to the end of its parent
-when the parent is an orchestration span (task, agent, step) with no other
-child — the step that read the stream — and otherwise to its first token.
+after the span's end.  An llm span whose own first token, or one of whose
+children (the HTTP request, agentscope's own record of the stream), ends after
+it (or after the span it records the call with: LlamaIndex records
+``astream_chat`` twice, nested) cannot have recorded its whole call.  It is
+extended to the end of its parent when the parent is an orchestration span
+(task, agent, step) or another llm record, that did nothing else after the span
+began (other children, like the request's preparation, ended before) — the step
+that read the stream — and otherwise to the latest of those ends and first
+tokens.
 
 Limit: the step's own work after the stream ended (parsing the answer, say) is
 counted as the call's decode; a span extended only to its first token still
@@ -104,12 +110,12 @@ def _provider_side(trace: Trace, i: int) -> bool:
 
 
 def _echoes(trace: Trace, a: int, b: int) -> bool:
-    """Whether records ``a`` and ``b`` can be two packages' records of one call (DESIGN §14): from different
-    scopes, or, where either scope is unknown, one an ancestor of the other."""
+    """Whether records ``a`` and ``b`` can be two records of one call (DESIGN §14): from different scopes,
+    or one an ancestor of the other."""
     scopes, rows = trace.batch["scope"], trace.rows
     scope_a, scope_b = scopes[rows[a]], scopes[rows[b]]
-    if scope_a is not None and scope_b is not None:
-        return scope_a != scope_b
+    if scope_a is not None and scope_b is not None and scope_a != scope_b:
+        return True
     return _is_ancestor(trace, a, b) or _is_ancestor(trace, b, a)
 
 
@@ -187,28 +193,49 @@ def same_calls(trace: Trace) -> list[Repair]:
 
 
 def _read_by(trace: Trace, p: int, i: int) -> bool:
-    """Whether ``p`` is the step that read span ``i``'s stream: an orchestration span with no other child."""
-    return p != -1 and trace.kind[p] in ORCHESTRATION_KINDS and trace.children[p] == [i]
+    """Whether ``p`` read span ``i``'s stream: an orchestration span, or another record of the same call,
+    that did nothing else after ``i`` began (its other children ended before, like LlamaIndex's request
+    preparation)."""
+    if p == -1 or (trace.kind[p] not in ORCHESTRATION_KINDS and trace.kind[p] != "llm"):
+        return False
+    began, end = trace.start[i], trace.end
+    return all(end[c] <= began for c in trace.children[p] if c != i)
+
+
+def _depth(parent: list[int], i: int) -> int:
+    depth = 0
+    while (i := parent[i]) != -1:
+        depth += 1
+    return depth
 
 
 def early_ends(trace: Trace) -> list[Repair]:
-    """Apply the early-end rule to ``trace`` in place (its ends); the repairs."""
-    rows = trace.rows
-    ttfts = trace.batch["ttft_s"][rows.start : rows.stop]
-    if ttfts.count(None) == len(ttfts):  # a scan in C: most traces record no first token
+    """Apply the early-end rule to ``trace`` in place (its ends); the repairs.
+
+    What each llm span must cover is found inner spans first (a record around
+    another takes the inner one's first token and children); the ends are then
+    set outer spans first, so an inner record can take its outer one's new end."""
+    kind = trace.kind
+    if "llm" not in kind:
         return []
+    rows, start, end, parent, children = trace.rows, trace.start, trace.end, trace.parent, trace.children
+    ttfts = trace.batch["ttft_s"]
+    calls = sorted((i for i, k in enumerate(kind) if k == "llm"), key=lambda i: -_depth(parent, i))
+    needed: dict[int, int] = {}
+    for i in calls:
+        ttft = ttfts[rows[i]]
+        first_token = start[i] + round(ttft * 1e9) if ttft is not None else 0
+        needed[i] = max(end[i], first_token, *(needed.get(c, end[c]) for c in children[i]))
     repairs: list[Repair] = []
-    start, end, parent, kind = trace.start, trace.end, trace.parent, trace.kind
-    for i, ttft in enumerate(ttfts):
-        if ttft is None or kind[i] != "llm" or start[i] + ttft * 1e9 <= end[i]:
+    for i in reversed(calls):
+        if needed[i] <= end[i]:
             continue
-        first_token = start[i] + round(ttft * 1e9)
         p = parent[i]
-        if _read_by(trace, p, i) and end[p] >= first_token:
+        if _read_by(trace, p, i) and end[p] >= needed[i]:
             end[i] = end[p]
             repairs.append(Repair(i, EARLY_END, p))
         else:
-            end[i] = first_token
+            end[i] = needed[i]
             repairs.append(Repair(i, EARLY_END, i))
     return repairs
 

@@ -269,7 +269,7 @@ SELECT line,
   AND name_type = 'VARCHAR' AND start_ns > 0 AND end_ns >= start_ns
   , false) AS ok,
   trace_id, span_id, parent_id, name,
-  {kind_sql(_value_of_sql("{key}"), "all_keys", "span_kind")} AS kind,
+  {kind_sql(_value_of_sql("{key}"), "all_keys", "span_kind", "name")} AS kind,
   span_kind, start_ns, end_ns, status, status_message,
   CASE WHEN service_entry.v IS NOT NULL AND json_type(service_entry.v) = 'VARCHAR' THEN service_entry.s END
     AS service,

@@ -89,7 +89,7 @@ def make_row(
         span_id,
         parent_id,
         name,
-        classify(attributes, span_kind),
+        classify(attributes, span_kind, name),
         span_kind,
         start_ns,
         end_ns,

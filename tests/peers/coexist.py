@@ -1,0 +1,223 @@
+"""agentscope beside another instrumentation in one process, as a user runs them (DESIGN §14).
+
+Run as a script, one scenario per process (the global tracer provider can be set once)::
+
+    python coexist.py SCENARIO STORE [--order ags-first|peer-first] [--task]
+
+A scenario ending in ``-only`` leaves agentscope's integrations off: the peer alone records the calls.
+
+It starts a simulated provider with known delays, sets up ``ags.init(store=STORE)`` and the peer's
+instrumentation in the order given, runs the agent's tasks (``SHAPES``), and prints one JSON line:
+per task the requests the provider served (with their tokens), the tools' stopwatch readings and the
+wall time; the names of the spans the peer's own exporter received; what the ``agentscope`` logger
+said.  The test reads the store beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]  # harness, and what it imports
+
+from harness import MODEL, PROFILE, TOOL_MS, TOOLS, openai_agent, prompt_for  # noqa: E402
+
+from agentscope.sim import SimServer  # noqa: E402
+
+SHAPES = ("warm-up", "sequential", "sequential", "streamed")
+
+
+class Peer:
+    """One peer package: how it is switched on, and what its own exporter received."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        self.exporter = InMemorySpanExporter()
+        self.processor = SimpleSpanProcessor(self.exporter)
+        self.client: Callable[[str], object] | None = None
+
+    def provider(self) -> object:
+        """The global SDK provider, with the peer's exporter on it (set one if nobody has)."""
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        current = trace.get_tracer_provider()
+        if not isinstance(current, TracerProvider):
+            current = TracerProvider()
+            trace.set_tracer_provider(current)
+        current.add_span_processor(self.processor)
+        return current
+
+    def span_names(self) -> list[str]:
+        return [span.name for span in self.exporter.get_finished_spans()]
+
+
+def _openinference_langchain(peer: Peer) -> None:
+    from openinference.instrumentation.langchain import LangChainInstrumentor
+
+    LangChainInstrumentor().instrument(tracer_provider=peer.provider())
+
+
+def _openinference_openai(peer: Peer) -> None:
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(tracer_provider=peer.provider())
+
+
+def _openllmetry_openai(peer: Peer) -> None:
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument(tracer_provider=peer.provider())
+
+
+def _openinference_llamaindex(peer: Peer) -> None:
+    from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+
+    LlamaIndexInstrumentor().instrument(tracer_provider=peer.provider())
+
+
+def _langfuse(peer: Peer) -> None:
+    import uuid
+
+    from langfuse import Langfuse
+    from langfuse.openai import OpenAI  # the drop-in: importing it patches the openai SDK
+
+    Langfuse(
+        public_key=f"pk-lf-{uuid.uuid4().hex}",
+        secret_key="sk-lf-test",
+        base_url="http://127.0.0.1:9",  # never reached: spans go to the peer's exporter
+        tracer_provider=peer.provider(),
+        span_exporter=peer.exporter,
+        flush_at=1,
+    )
+    peer.client = lambda base_url: OpenAI(base_url=base_url, api_key="sim")
+
+
+PEERS: dict[str, Callable[[Peer], None]] = {
+    "openinference-langchain": _openinference_langchain,
+    "openinference-openai": _openinference_openai,
+    "openllmetry-openai": _openllmetry_openai,
+    "langfuse": _langfuse,
+    "openinference-llamaindex": _openinference_llamaindex,
+    "openinference-llamaindex-only": _openinference_llamaindex,  # agentscope's integrations off
+}
+
+
+def _react_agent(base_url: str, shape: str) -> Callable[[], object]:
+    from langchain_core.tools import StructuredTool
+    from langchain_openai import ChatOpenAI
+    from langgraph.prebuilt import create_react_agent
+
+    model = ChatOpenAI(model=MODEL, base_url=base_url, api_key="sim", streaming=shape == "streamed")
+    tools = [StructuredTool.from_function(f, name=name, description=f.__doc__) for name, f in TOOLS.items()]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
+        agent = create_react_agent(model, tools)
+    return lambda: agent.invoke({"messages": [("user", prompt_for(shape))]})
+
+
+def _function_agent(base_url: str, shape: str) -> Callable[[], object]:
+    """LlamaIndex's FunctionAgent over an OpenAI-compatible endpoint; it streams when the shape does."""
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.tools import FunctionTool
+    from llama_index.llms.openai_like import OpenAILike
+
+    llm = OpenAILike(
+        model=MODEL, api_base=base_url, api_key="sim", is_chat_model=True, is_function_calling_model=True
+    )
+    tools = [FunctionTool.from_defaults(fn=f, name=name, description=f.__doc__) for name, f in TOOLS.items()]
+    agent = FunctionAgent(tools=tools, llm=llm, streaming=shape == "streamed")
+
+    async def run() -> object:
+        return await agent.run(user_msg=prompt_for(shape))  # the workflow needs a running loop
+
+    return lambda: _event_loop().run_until_complete(run())
+
+
+@functools.cache
+def _event_loop() -> asyncio.AbstractEventLoop:
+    """One loop for every task of the process, so the clients LlamaIndex keeps are closed on a live one."""
+    return asyncio.new_event_loop()
+
+
+def _run_task(scenario: str, peer: Peer, base_url: str, shape: str, as_task: bool) -> None:
+    import agentscope as ags
+
+    if scenario == "openinference-langchain":
+        run = _react_agent(base_url, shape)
+    elif scenario.startswith("openinference-llamaindex"):
+        run = _function_agent(base_url, shape)
+    else:
+        import openai
+
+        client = peer.client(base_url) if peer.client else openai.OpenAI(base_url=base_url, api_key="sim")
+
+        @contextlib.contextmanager
+        def tool_span(name: str) -> Iterator[None]:
+            with ags.span(f"execute_tool {name}", kind="tool", **{"gen_ai.tool.name": name}):
+                yield
+
+        def run() -> None:
+            openai_agent(client, shape, tool_span)
+
+    if as_task:
+        ags.task("support_task")(run)()
+    else:
+        run()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", choices=sorted(PEERS))
+    parser.add_argument("store")
+    parser.add_argument("--order", choices=("ags-first", "peer-first"), default="ags-first")
+    parser.add_argument("--task", action="store_true", help="run each task under @ags.task")
+    args = parser.parse_args()
+
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("agentscope").addHandler(handler)
+
+    import agentscope as ags
+
+    peer = Peer()
+    steps = [
+        lambda: ags.init(
+            service_name="support-agent", store=args.store, instrument=not args.scenario.endswith("-only")
+        ),
+        lambda: PEERS[args.scenario](peer),
+    ]
+    for step in steps if args.order == "ags-first" else reversed(steps):
+        step()
+
+    server = SimServer(PROFILE).start()
+    tasks = []
+    try:
+        for shape in SHAPES:
+            TOOL_MS.clear()
+            first = len(server.served)
+            t0 = time.perf_counter()
+            _run_task(args.scenario, peer, server.base_url, shape, args.task)
+            wall_ms = (time.perf_counter() - t0) * 1000
+            served = [s._asdict() for s in server.served[first:]]
+            tasks.append({"shape": shape, "wall_ms": wall_ms, "served": served, "tools": dict(TOOL_MS)})
+    finally:
+        ags.shutdown()
+        server.stop()
+    print(json.dumps({"tasks": tasks, "peer_spans": peer.span_names(), "said": said}))
+
+
+if __name__ == "__main__":
+    main()
