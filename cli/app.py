@@ -32,7 +32,7 @@ from agentscope.analysis import categories
 from agentscope.analysis.chips import load_presets
 from agentscope.analysis.compare import compare as compare_reports
 from agentscope.analysis.pipeline import blame_store, explain_stored_trace
-from agentscope.analysis.probing import choose_sizes, fit_profile
+from agentscope.analysis.probing import calls_in_flight, choose_sizes, fit_profile
 from agentscope.analysis.profiles import CandidateProfile, ProfileError
 from agentscope.analysis.profiles import load_presets as load_profiles
 from agentscope.analysis.profiles import resolve as resolve_profile
@@ -43,7 +43,7 @@ from agentscope.budget.catalog import load as load_catalog
 from agentscope.budget.pipeline import budget_store
 from agentscope.ingest.limits import DEFAULT_MAX_BODY
 from agentscope.store import Store, StoreError, default_store_path
-from agentscope.store.query import PROBE_SERVICE, llm_token_counts
+from agentscope.store.query import PROBE_SERVICE, llm_call_intervals, llm_token_counts
 from agentscope.store.selection import Selection, SelectionError
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import is_interrupt
@@ -656,12 +656,23 @@ def ui(
         str, typer.Option("--host", help="Address to listen on (loopback by default).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port.")] = 8765,
+    target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--target",
+            help="A candidate profile the budget page predicts (repeatable; default: every preset).",
+        ),
+    ] = None,
 ) -> None:
     """A local web UI over the store: overview, tasks, waterfalls with the critical path, budget."""
     import uvicorn
     from agentscope.cli.ui import create_app
 
-    target = store if store is not None else Path(default_store_path())
+    try:
+        candidates = targets_for(target) if target else list(load_profiles().values())
+    except UsageProblem as exc:
+        raise fail(str(exc)) from None
+    target_path = store if store is not None else Path(default_store_path())
     console = Console(stderr=True)
     if not is_loopback(host):
         console.print(
@@ -669,11 +680,15 @@ def ui(
             "login: anyone who reaches it can read these traces",
             highlight=False,
         )
-    if not target.exists():
-        console.print(f"[yellow]note:[/yellow] {target} does not exist yet; the pages fill in once it does")
-    console.print(f"agentscope UI on http://{host}:{port}/ over {target} (Ctrl-C stops)", highlight=False)
+    if not target_path.exists():
+        console.print(
+            f"[yellow]note:[/yellow] {target_path} does not exist yet; the pages fill in once it does"
+        )
+    console.print(
+        f"agentscope UI on http://{host}:{port}/ over {target_path} (Ctrl-C stops)", highlight=False
+    )
     try:
-        uvicorn.run(create_app(target), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(target_path, candidates), host=host, port=port, log_level="warning")
     except (OSError, SystemExit) as exc:
         raise fail(f"cannot listen on {host}:{port}: {exc}") from None
 
@@ -690,7 +705,15 @@ def probe(
     ] = None,
     store: StoreOption = None,
     calls: Annotated[int, typer.Option("--calls", min=2, max=1000, help="Calls to send.")] = 30,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=64, help="Calls at once.")] = 1,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            max=64,
+            help="Calls at once (default: the app's own, the median number of its LLM calls in flight).",
+        ),
+    ] = None,
     max_seconds: Annotated[
         float, typer.Option("--max-seconds", min=1, help="No call is started after this long.")
     ] = 600,
@@ -722,6 +745,8 @@ def probe(
             )
         with open_store(None, target, console) as opened:
             recorded = llm_token_counts(opened)
+            if concurrency is None:
+                concurrency = calls_in_flight(llm_call_intervals(opened))
         sizes = choose_sizes(recorded, calls)
         if not sizes:
             raise UsageProblem(f"no LLM call with input and output token counts in {target}")
@@ -734,7 +759,8 @@ def probe(
         price = f", about ${options[0].cost(tokens_in, tokens_out):.4f} at {options[0].name}'s list price"
     console.print(
         f"The probe sends {len(sizes) + 2} calls to {base_url} ({model}): {len(sizes)} of your recorded "
-        f"sizes plus 2 to calibrate, {tokens_in:,} input and {tokens_out:,} output tokens in all{price}; "
+        f"sizes plus 2 to calibrate, {concurrency} at a time, {tokens_in:,} input and {tokens_out:,} "
+        f"output tokens in all{price}; "
         "the prompts are filler text, never your recorded content.",
         highlight=False,
     )
@@ -756,7 +782,9 @@ def probe(
         ags.shutdown()
     if len(measured) < 2:
         raise fail(f"only {len(measured)} call(s) finished within --max-seconds {max_seconds:g}: no profile")
-    fitted = fit_profile(name or f"{model.replace('/', '-')}-measured", model, measured, base_url)
+    fitted = fit_profile(
+        name or f"{model.replace('/', '-')}-measured", model, measured, base_url, concurrency
+    )
     path = output or Path(f"{fitted.name}.toml")
     path.write_text(fitted.to_toml(), encoding="utf-8")
     Console().print(probe_table(fitted, measured))

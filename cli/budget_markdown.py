@@ -182,7 +182,16 @@ def _task_type(section: Mapping[str, Any]) -> list[str]:
     return [("#" + line if line.startswith("#") and i > 0 else line) for i, line in enumerate(own)]
 
 
-DECISION_HEADER = ["option", "p50", "p95", "p95 change", "cost per accepted task", "priced as", "break-even"]
+DECISION_HEADER = [
+    "option",
+    "p50",
+    "p95",
+    "p95 change",
+    "cost per accepted task",
+    "priced as",
+    "break-even",
+    "measured at",
+]
 
 
 def decision_rows(doc: Mapping[str, Any]) -> list[list[str]]:
@@ -203,6 +212,7 @@ def decision_rows(doc: Mapping[str, Any]) -> list[list[str]]:
                 money(row["cost_per_accepted_task"]),
                 row["priced_as"] or "—",
                 even,
+                f"{row['concurrency']} at once" if row.get("concurrency") else "—",
             ]
         )
     return rows

@@ -13,8 +13,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from agentscope.analysis.probing import ProbeCall
-from agentscope.analysis.profiles import CandidateProfile
+from agentscope.analysis.probing import ProbeCall, residual_bands
+from agentscope.analysis.profiles import UNITS, CandidateProfile
 
 BAR_WIDTH = 30
 CATEGORY_COLORS = {
@@ -27,6 +27,18 @@ CATEGORY_COLORS = {
     "cpu": "white",
     "other": "bright_black",
 }
+
+
+def _load(row: Mapping[str, Any]) -> str:
+    """What load a target's prediction assumes: the calls in flight its profile was measured at."""
+    if "target" not in row:
+        return ""
+    concurrency = row.get("concurrency")
+    return (
+        f" (at {concurrency} call{'s' if concurrency != 1 else ''} at once)"
+        if concurrency
+        else " (load not stated)"
+    )
 
 
 def ms_text(ms: float) -> str:
@@ -154,7 +166,7 @@ def blame_renderable(report: Mapping[str, Any], width: int = 120) -> Group:
     for row in report["whatif"]:
         low, high = row["p95_ms_range"]
         whatif.add_row(
-            row["scenario"],
+            row["scenario"] + _load(row),
             ms_text(row["p50_ms"]),
             ms_text(row["p95_ms"]),
             f"{row['p95_change']:+.1%}".replace("-", "−"),
@@ -202,7 +214,9 @@ def blame_markdown_tables(report: Mapping[str, Any]) -> list[str]:
             _md_row(
                 [
                     row["scenario"],
-                    _speedups(row["speedups"]) if "speedups" in row else f"profile {row['target']}",
+                    _speedups(row["speedups"])
+                    if "speedups" in row
+                    else f"profile {row['target']}{_load(row)}",
                     f"{row['p50_ms']:.1f}",
                     f"{row['p95_ms']:.1f}",
                     f"{row['p95_change']:+.1%}",
@@ -264,14 +278,21 @@ def probe_table(profile: CandidateProfile, calls: Sequence[ProbeCall]) -> Group:
     table.add_column("figure")
     table.add_column("value", justify="right")
     for name, figure in profile.figures.items():
-        unit = "ms" if name.endswith("_ms") else "tokens/s"
-        table.add_row(name, f"{figure.value:,.1f} {unit}")
+        table.add_row(name, f"{figure.value:,.{3 if figure.value < 1 else 1}f} {UNITS.get(name, 'ms')}")
     residuals = sorted(abs(r) for r in profile.residuals_ms)
     mean_total = sum(c.total_ms for c in calls) / len(calls)
     p95 = residuals[min(len(residuals) - 1, math.ceil(0.95 * len(residuals)) - 1)]
     notes = Text(
-        f"{len(calls)} calls, mean {ms_text(mean_total)}; prediction error: median "
-        f"{ms_text(residuals[len(residuals) // 2])}, p95 {ms_text(p95)}",
+        f"{len(calls)} calls at {profile.concurrency or 1} at a time, mean {ms_text(mean_total)}; "
+        f"prediction error: median {ms_text(residuals[len(residuals) // 2])}, p95 {ms_text(p95)}",
         style="dim",
     )
-    return Group(table, notes)
+    bands = Table(title="measured − predicted, by prompt size", title_justify="left", box=None)
+    for column in ("input tokens", "calls", "median", "share"):
+        bands.add_column(column, justify="right")
+    for band in residual_bands(calls, profile.residuals_ms):
+        low, high = band.inputs
+        bands.add_row(
+            f"{low:,}–{high:,}", str(band.calls), f"{band.median_ms:+,.1f} ms", f"{band.median_share:+.1%}"
+        )
+    return Group(table, notes, bands)

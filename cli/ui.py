@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import explain_stored_trace, task_results
+from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank, trace_report
 from agentscope.analysis.tasks import TaskResult, TraceExplanation
 from agentscope.budget.catalog import load as load_catalog
@@ -66,10 +67,12 @@ def _signature(path: Path) -> tuple[Any, ...]:
 class StoreView:
     """Reads of one store for the API, with results remembered per selection until the store changes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, targets: Sequence[CandidateProfile] = ()) -> None:
         self.path = path
         self.shared = SharedStore(path)
         self.catalog = load_catalog(None)
+        self.targets = tuple(targets)
+        """The candidates whose predicted p50/p95 the budget puts beside their cost."""
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -106,7 +109,9 @@ class StoreView:
         return self._remember(
             ("budget", selection, repair, tasks_per_month),
             lambda: self._read(
-                lambda s: budget_store(s, self.catalog, tasks_per_month, repair=repair, selection=selection)
+                lambda s: budget_store(
+                    s, self.catalog, tasks_per_month, repair=repair, targets=self.targets, selection=selection
+                )
             ),
         )
 
@@ -220,9 +225,10 @@ def span_rows(explanation: TraceExplanation, details: dict[str, dict[str, Any]])
     return {"schema": SPANS_SCHEMA, "trace_id": explanation.result.trace_id, "spans": rows}
 
 
-def create_app(store: Path) -> Starlette:
-    """The UI's app over the store at ``store`` (which may not exist yet: the API says so)."""
-    view = StoreView(store)
+def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlette:
+    """The UI's app over the store at ``store`` (which may not exist yet: the API says so); its budget
+    predicts each of ``targets``."""
+    view = StoreView(store, targets)
 
     def api(handler: Callable[[Request], Any]) -> Callable[[Request], Response]:
         def endpoint(request: Request) -> Response:

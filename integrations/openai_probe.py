@@ -10,6 +10,7 @@ The run is bounded: at most the calls asked for, and none started after
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -86,8 +87,13 @@ def probe(
     max_seconds: float = 600.0,
     on_call: Callable[[ProbeCall], None] | None = None,
 ) -> list[ProbeCall]:
-    """Send one call per size, ``concurrency`` at a time; none is started after ``max_seconds``."""
+    """Send one call per size, ``concurrency`` at a time; none is started after ``max_seconds``.
+
+    Under load the sizes go in a shuffled (fixed) order, so the load a call meets
+    does not depend on its size; the first and last calls still meet less of it."""
     deadline = time.monotonic() + max_seconds
+    if concurrency > 1:
+        sizes = random.Random(0).sample(list(sizes), len(sizes))
     endpoint.calibrate()
 
     def one(size: tuple[int, int]) -> ProbeCall | None:

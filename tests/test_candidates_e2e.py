@@ -46,13 +46,13 @@ WORDS = (
 )
 
 
-def run_agent(base_url: str, store: Path) -> None:
-    """The agent: a plan call, two tools at once, a streamed draft, a short check; sizes vary by task."""
+def run_agent(base_url: str, store: Path, tasks: int = TASKS, workers: int = 1) -> None:
+    """The agent: a plan call, two tools at once, a streamed draft, a short check; sizes vary by task
+    (task ``k`` has the same sizes on every run). ``workers`` threads run the tasks, as many at once."""
     ags.init(service_name="support-agent", store=store, instrument=False)
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument()
     client = openai.OpenAI(base_url=base_url, api_key="sim")
-    sizes = random.Random(7)
 
     def prompt(words: int) -> list[dict]:
         return [{"role": "user", "content": " ".join(WORDS[i % len(WORDS)] for i in range(words))}]
@@ -67,6 +67,7 @@ def run_agent(base_url: str, store: Path) -> None:
 
     @ags.task("resolve_ticket")
     def resolve(k: int) -> None:
+        sizes = random.Random(k)
         client.chat.completions.create(
             model="m", messages=prompt(sizes.randint(50, 1500)), max_tokens=sizes.randint(5, 40)
         )
@@ -91,9 +92,16 @@ def run_agent(base_url: str, store: Path) -> None:
             model="m", messages=prompt(sizes.randint(20, 300)), max_tokens=sizes.randint(2, 10)
         )
 
-    try:
-        for k in range(TASKS):
+    def worker(first: int) -> None:
+        for k in range(first, tasks, workers):
             resolve(k)
+
+    try:
+        threads = [threading.Thread(target=worker, args=(w,)) for w in range(workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     finally:
         instrumentor.uninstrument()
         ags.shutdown()
@@ -138,3 +146,62 @@ def test_a_probe_of_b_predicts_the_p95_the_agent_then_gets_on_b(providers, tmp_p
     assert row["p95_ms"] == pytest.approx(measured["latency_ms"]["p95"], rel=0.10)
     assert row["p50_ms"] == pytest.approx(measured["latency_ms"]["p50"], rel=0.10)
     assert predicted["latency_ms"]["p95"] > 1.5 * measured["latency_ms"]["p95"]  # B really is faster
+
+
+SLOW_ENGINE = Profile(
+    queue_ms=4,
+    prefill_ms=30,
+    prefill_tokens_per_s=4_000,
+    prefill_quadratic_ms=60,
+    tokens_per_s=120,
+    decode_context_ms=2.0,
+    batch_slowdown=0.15,
+    timings="none",
+)
+"""An engine like a real one: prefill convex in the prompt, decode slower in a long context, and
+concurrent requests sharing its throughput."""
+FAST_ENGINE = Profile(
+    queue_ms=2,
+    prefill_ms=20,
+    prefill_tokens_per_s=10_000,
+    prefill_quadratic_ms=15,
+    tokens_per_s=420,
+    decode_context_ms=0.5,
+    batch_slowdown=0.15,
+    timings="none",
+)
+"""A candidate whose prefill and decode speed up differently (prefill 2.5–4×, decode 3.5–4×)."""
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_on_a_non_linear_engine_the_prediction_holds_at_the_apps_concurrency(workers, tmp_path):
+    slow, fast = SimServer(SLOW_ENGINE).start(), SimServer(FAST_ENGINE).start()
+    tasks = 24 if workers == 1 else 48
+    store_a, store_b, profile_path = tmp_path / "a.duckdb", tmp_path / "b.duckdb", tmp_path / "b.toml"
+    try:
+        run_agent(slow.base_url, store_a, tasks, workers)
+        probed = cli(
+            "probe", "--base-url", fast.base_url, "--model", "m", "--store", str(store_a),
+            "--calls", "30", "--yes", "--output", str(profile_path),
+        )  # fmt: skip
+        assert probed.returncode == 0, probed.stderr
+        fitted = load_profile(profile_path)
+        predicted = json.loads(
+            cli("blame", "--store", str(store_a), "--target", str(profile_path), "--format", "json").stdout
+        )
+        (row,) = [r for r in predicted["whatif"] if r.get("target") == fitted.name]
+        run_agent(fast.base_url, store_b, tasks, workers)
+        measured = json.loads(cli("blame", "--store", str(store_b), "--format", "json").stdout)["latency_ms"]
+    finally:
+        slow.stop()
+        fast.stop()
+    print(
+        f"{workers} at once: probe load {fitted.concurrency}; p50 predicted {row['p50_ms']:.0f} ms, "
+        f"measured {measured['p50']:.0f} ({row['p50_ms'] / measured['p50'] - 1:+.1%}); p95 predicted "
+        f"{row['p95_ms']:.0f}, measured {measured['p95']:.0f} ({row['p95_ms'] / measured['p95'] - 1:+.1%}); "
+        f"fitted {[(k, round(v.value, 3)) for k, v in fitted.figures.items()]}"
+    )
+    assert row["concurrency"] == fitted.concurrency and f"{fitted.concurrency} at a time" in probed.stderr
+    assert (fitted.concurrency > 1) == (workers > 1)  # the default load is the app's own
+    assert row["p50_ms"] == pytest.approx(measured["p50"], rel=0.05)
+    assert row["p95_ms"] == pytest.approx(measured["p95"], rel=0.05)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -10,7 +11,14 @@ import sys
 import pytest
 from tracebuild import llm_task_store
 
-from agentscope.analysis.probing import ProbeCall, choose_sizes, fit_profile
+from agentscope.analysis.probing import (
+    ProbeCall,
+    calls_in_flight,
+    choose_sizes,
+    fit_profile,
+    residual_bands,
+)
+from agentscope.analysis.profiles import ProfileError, load_profile
 from agentscope.sim import Profile, SimServer
 from agentscope.store import Store
 
@@ -84,7 +92,11 @@ def test_probe_asks_before_spending_and_names_missing_things(recorded, tmp_path)
 def test_sizes_cover_the_spread_and_the_fit_recovers_known_rates():
     recorded = [(i * 10, i) for i in range(1, 101)]
     sizes = choose_sizes(recorded, 5)
-    assert sizes[0] == (10, 1) and sizes[-1] == (1000, 100) and len(sizes) == 5
+    assert sizes[-1] == (1000, 100) and len(sizes) == 5
+    assert (10, 1) in sizes and (
+        10,
+        100,
+    ) in sizes  # the smallest call, and the longest answer to a short prompt
     calls = [
         ProbeCall(i, o, ttft_ms=30 + i / 5_000 * 1000, total_ms=30 + i / 5_000 * 1000 + o / 400 * 1000)
         for i, o in sizes
@@ -94,3 +106,86 @@ def test_sizes_cover_the_spread_and_the_fit_recovers_known_rates():
     assert fitted.value("prefill_tokens_per_s") == pytest.approx(5_000)
     assert fitted.value("decode_tokens_per_s") == pytest.approx(400)
     assert max(abs(r) for r in fitted.residuals_ms) < 1e-6
+
+
+def engine_call(i: int, o: int) -> ProbeCall:
+    """A call on an engine like llama.cpp's: prefill convex in the prompt, decode slower in a long context."""
+    ttft = 40 + i / 2_000 * 1000 + 90 * (i / 1000) ** 2
+    return ProbeCall(i, o, ttft_ms=ttft, total_ms=ttft + o * (6.0 + 4.0 * (i + o / 2) / 1000))
+
+
+def test_the_fit_recovers_a_convex_prefill_and_a_decode_that_slows_with_the_context(tmp_path):
+    recorded = [(100 + 45 * k, 16 + (k * 37) % 112) for k in range(30)]
+    calls = [engine_call(i, o) for i, o in choose_sizes(recorded, 30)]
+    fitted = fit_profile("x", "m", calls, "http://127.0.0.1", concurrency=4)
+    assert fitted.value("ttft_base_ms") == pytest.approx(40, abs=0.01)
+    assert fitted.value("prefill_tokens_per_s") == pytest.approx(2_000, rel=1e-4)
+    assert fitted.value("prefill_quadratic_ms") == pytest.approx(90, rel=1e-4)
+    assert fitted.value("decode_tokens_per_s") == pytest.approx(1000 / 6.0, rel=1e-4)
+    assert fitted.value("decode_context_ms") == pytest.approx(4.0, rel=1e-4)
+    assert max(abs(r) for r in fitted.residuals_ms) < 1e-6
+    written = tmp_path / "fitted.toml"
+    written.write_text(fitted.to_toml())
+    loaded = load_profile(written)
+    assert fitted.concurrency == 4 and loaded.concurrency == 4
+    assert {k: round(v.value, 3) for k, v in loaded.figures.items()} == {
+        k: round(v.value, 3) for k, v in fitted.figures.items()
+    }
+
+
+def test_a_convex_prefill_fitted_by_a_line_is_not_clamped_after_the_fact():
+    """The straight line through a convex prefill has a negative intercept: no intercept is not the same
+    as clamping it and keeping the slope, which adds its size to every call."""
+    calls = [
+        ProbeCall(i, 1, ttft_ms=0.0002 * i * i, total_ms=0.0002 * i * i + 5) for i in range(100, 1600, 100)
+    ]
+    fitted = fit_profile("x", "m", calls, "http://127.0.0.1")
+    predicted = [fitted.predict_ms(c.input_tokens, c.output_tokens) for c in calls]
+    assert fitted.value("ttft_base_ms") >= 0
+    assert max(abs(p - c.total_ms) for p, c in zip(predicted, calls)) < 1e-6  # the quadratic term carries it
+    line = fit_profile(
+        "x", "m", [ProbeCall(c.input_tokens, 1, c.ttft_ms, c.total_ms) for c in calls[::7]], "u"
+    )
+    assert line.value("ttft_base_ms") >= 0 and all(r == r for r in line.residuals_ms)
+
+
+def test_residual_bands_say_where_a_straight_line_misses():
+    calls = [engine_call(i, 64) for i in range(100, 1600, 50)]
+    straight = fit_profile("x", "m", calls, "u")
+    linear = dataclasses.replace(
+        straight,
+        figures={
+            k: v
+            for k, v in straight.figures.items()
+            if k not in ("prefill_quadratic_ms", "decode_context_ms")
+        },
+    )
+    residuals = [c.total_ms - linear.predict_ms(c.input_tokens, c.output_tokens) for c in calls]
+    bands = residual_bands(calls, residuals)
+    assert [b.calls for b in bands] == [10, 10, 10] and bands[0].inputs == (100, 550)
+    assert bands[-1].median_ms > 0  # the long prompts take longer than the line says
+    assert all(abs(b.median_ms) < 1e-6 for b in residual_bands(calls, straight.residuals_ms))
+
+
+def test_the_calls_in_flight_are_the_median_running_at_each_start():
+    assert calls_in_flight([]) == 1
+    assert calls_in_flight([(0, 10), (10, 20), (20, 30)]) == 1  # one after another
+    four = [(k * 10 + start, k * 10 + start + 100) for k in range(4) for start in range(0, 2000, 100)]
+    assert calls_in_flight(four) == 4
+
+
+def test_the_old_profiles_load_and_a_figure_left_out_is_zero(tmp_path):
+    old = tmp_path / "old.toml"
+    old.write_text(
+        'name = "old"\nkind = "measured"\ndate = "2026-01-01"\n\n[figures]\n'
+        'ttft_base_ms = { value = 50, source = "probe" }\n'
+        'prefill_tokens_per_s = { value = 2000, source = "probe" }\n'
+        'decode_tokens_per_s = { value = 100, source = "probe" }\n'
+    )
+    profile = load_profile(old)
+    assert profile.concurrency is None
+    assert profile.predict_ms(1000, 10) == pytest.approx(50 + 500 + 100)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(old.read_text().replace('date = "2026-01-01"', 'date = "2026-01-01"\nconcurrency = 0'))
+    with pytest.raises(ProfileError, match="concurrency must be a whole number"):
+        load_profile(bad)

@@ -248,3 +248,20 @@ def test_the_ui_reads_while_another_process_writes(server, store, tmp_path):
     after = get(server + "/api/blame")[1]["tasks"]["count"]
     assert after == before + 40
     assert get(f"{server}/api/traces/{0xF00:032x}")[1]["task"]["span_id"] == ROOT
+
+
+def test_the_budget_page_puts_each_candidates_predicted_latency_beside_its_cost(page, server, store):
+    from agentscope.analysis.profiles import load_presets
+
+    presets = list(load_presets())
+    targets = [arg for name in presets for arg in ("--target", name)]
+    expected = cli_json("budget", "--store", str(store), "--format", "json", *targets)["decision"]
+    assert get(server + "/api/budget")[1]["decision"] == expected
+    assert [row["option"] for row in expected] == ["as traced", *presets]
+    page.open("#/budget")
+    cells = page.page.eval_on_selector_all(
+        "#decision-table tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert [row[0] for row in cells] == ["as traced", *presets]
+    assert all(row[1] != "—" and row[2] != "—" for row in cells)  # p50 and p95 beside the cost
+    assert page.errors == []

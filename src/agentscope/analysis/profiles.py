@@ -2,6 +2,13 @@
 
     time = queue_ms + network_ms + ttft_base_ms
            + input_tokens / prefill_tokens_per_s + output_tokens / decode_tokens_per_s   (s → ms)
+           + prefill_quadratic_ms · (input_tokens / 1000)²
+           + decode_context_ms · output_tokens · (input_tokens + output_tokens / 2) / 1000
+
+The last two terms are what a real engine adds to the straight line: attention
+makes the first token come later than linearly in a long prompt, and every
+decoded token reads the whole context so far (on average the prompt and half the
+answer).  Presets, which publish one rate of each, leave them out.
 
 A profile is TOML: a name, each figure with where it came from, whether it was
 ``reported`` (published by a vendor or the press) or ``measured`` (by probing
@@ -19,7 +26,9 @@ queue_ms = { value = 0, source = "not published" }
 decode_tokens_per_s = { value = 500, source = "Groq's published model speed" }
 ```
 
-A figure left out is 0 (a rate left out adds nothing).
+A figure left out is 0 (a rate left out adds nothing).  ``concurrency`` (optional) is
+the number of calls in flight the figures were measured at: a probe records it,
+since an endpoint shares its throughput among concurrent streams.
 """
 
 from __future__ import annotations
@@ -35,7 +44,22 @@ if sys.version_info >= (3, 11):
 else:
     import tomli as tomllib
 
-FIGURES = ("queue_ms", "network_ms", "ttft_base_ms", "prefill_tokens_per_s", "decode_tokens_per_s")
+FIGURES = (
+    "queue_ms",
+    "network_ms",
+    "ttft_base_ms",
+    "prefill_tokens_per_s",
+    "prefill_quadratic_ms",
+    "decode_tokens_per_s",
+    "decode_context_ms",
+)
+UNITS = {
+    "prefill_tokens_per_s": "tokens/s",
+    "decode_tokens_per_s": "tokens/s",
+    "prefill_quadratic_ms": "ms per (1k input tokens)²",
+    "decode_context_ms": "ms per output token per 1k tokens of context",
+}
+"""Each figure's unit where it is not plain ms."""
 KINDS = ("reported", "measured")
 
 
@@ -61,6 +85,8 @@ class CandidateProfile:
     description: str = ""
     residuals_ms: list[float] = field(default_factory=list)
     """For a measured profile: measured minus predicted time of each probe call."""
+    concurrency: int | None = None
+    """The calls in flight the figures were measured at (None: not stated)."""
 
     def value(self, figure: str) -> float:
         found = self.figures.get(figure)
@@ -74,6 +100,8 @@ class CandidateProfile:
             ms += input_tokens / prefill * 1000
         if decode > 0:
             ms += output_tokens / decode * 1000
+        ms += self.value("prefill_quadratic_ms") * (input_tokens / 1000) ** 2
+        ms += self.value("decode_context_ms") * output_tokens * (input_tokens + output_tokens / 2) / 1000
         return ms
 
     def to_toml(self) -> str:
@@ -83,6 +111,8 @@ class CandidateProfile:
             lines.append(f'model = "{self.model}"')
         if self.description:
             lines.append(f'description = "{_escape(self.description)}"')
+        if self.concurrency is not None:
+            lines.append(f"concurrency = {self.concurrency}")
         if self.residuals_ms:
             lines.append("residuals_ms = [" + ", ".join(f"{r:.1f}" for r in self.residuals_ms) + "]")
         lines += ["", "[figures]"]
@@ -118,6 +148,11 @@ def parse_profile(data: dict[str, Any], where: str) -> CandidateProfile:
         figures[figure] = Figure(float(entry["value"]), entry["source"])
     if "decode_tokens_per_s" not in figures or figures["decode_tokens_per_s"].value <= 0:
         raise ProfileError(f"{where}: a profile needs a decode_tokens_per_s above 0")
+    concurrency = data.get("concurrency")
+    if concurrency is not None and (
+        not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1
+    ):
+        raise ProfileError(f"{where}: concurrency must be a whole number of calls ≥ 1, not {concurrency!r}")
     return CandidateProfile(
         name=name,
         kind=kind,
@@ -126,6 +161,7 @@ def parse_profile(data: dict[str, Any], where: str) -> CandidateProfile:
         model=data.get("model"),
         description=str(data.get("description") or ""),
         residuals_ms=[float(r) for r in data.get("residuals_ms") or []],
+        concurrency=concurrency,
     )
 
 

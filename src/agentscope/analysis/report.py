@@ -305,6 +305,7 @@ def render(
                 "p95_change": (new_p95 - p95_ns) / p95_ns if p95_ns > 0 else 0.0,
                 "p95_ms_range": [_ms(new_p95), _ms(new_p95)],
                 "calls_without_tokens": pop.calls_without_tokens,
+                "concurrency": target.concurrency,
             }
         )
 

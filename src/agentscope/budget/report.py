@@ -275,6 +275,7 @@ def _decision(
             "priced_as": None,
             "break_even_tasks_per_month": None,
             "break_even_against": None,
+            "concurrency": None,
         }
     ]
     by_target = {row["target"]: row for row in blame["whatif"] if "target" in row}
@@ -306,6 +307,7 @@ def _decision(
                 "priced_as": option.name if option else None,
                 "break_even_tasks_per_month": even[0] / tokens_task if even else None,
                 "break_even_against": even[1] if even else None,
+                "concurrency": target.concurrency,
             }
         )
     return rows

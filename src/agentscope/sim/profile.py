@@ -20,8 +20,17 @@ class Profile:
     prefill_tokens_per_s: float = 0.0
     """Prompt processing rate: each request's prefill is ``prefill_ms`` plus its input tokens at this
     rate (0: prefill does not grow with the prompt)."""
+    prefill_quadratic_ms: float = 0.0
+    """Prefill's growth beyond linear, in ms per (1,000 prompt tokens)²: attention on a real engine."""
     tokens_per_s: float = 500.0
     """Decode rate after the first token."""
+    decode_context_ms: float = 0.0
+    """Each output token's extra cost per 1,000 tokens of context (the prompt and the answer so far, on
+    average half of it): a real engine reads the whole KV cache for every token."""
+    batch_slowdown: float = 0.0
+    """Each other request in flight when a request starts slows its prefill and decode by this share
+    (0.25: four at once take 1.75× as long each): an engine batching concurrent streams shares its
+    throughput among them."""
     output_tokens: int = 40
     """Tokens in each completion without ``max_tokens``; with it (chat completions), exactly that many."""
     capacity: int = 0

@@ -159,14 +159,24 @@ def app_for(
     slots = asyncio.Semaphore(profile.capacity) if profile.capacity > 0 else None
     """Requests served at once; the others wait their turn, and the wait is reported as queue time."""
 
-    def latencies(tokens: int, prompt_tokens: int = 0) -> tuple[float, float, float]:
-        """Queue, prefill and decode (ms) of a request reading ``prompt_tokens`` and writing ``tokens``."""
+    in_flight = [0]
+    """Requests between their prefill's start and their answer's end (chat completions)."""
+
+    def latencies(tokens: int, prompt_tokens: int = 0, others: int = 0) -> tuple[float, float, float]:
+        """Queue, prefill and decode (ms) of a request reading ``prompt_tokens`` and writing ``tokens``
+        while ``others`` requests are in flight."""
         rate = profile.tokens_per_s
-        decode_ms = profile.draw(rng, tokens / rate * 1000) if rate > 0 else 0.0
-        prefill_ms = profile.prefill_ms
+        decode_ms = tokens / rate * 1000 if rate > 0 else 0.0
+        decode_ms += profile.decode_context_ms * tokens * (prompt_tokens + tokens / 2) / 1000
+        prefill_ms = profile.prefill_ms + profile.prefill_quadratic_ms * (prompt_tokens / 1000) ** 2
         if profile.prefill_tokens_per_s > 0:
             prefill_ms += prompt_tokens / profile.prefill_tokens_per_s * 1000
-        return profile.draw(rng, profile.queue_ms), profile.draw(rng, prefill_ms), decode_ms
+        shared = 1 + profile.batch_slowdown * others
+        return (
+            profile.draw(rng, profile.queue_ms),
+            profile.draw(rng, prefill_ms * shared),
+            profile.draw(rng, decode_ms * shared),
+        )
 
     async def take_slot() -> float:
         """Wait for a free slot (with a capacity); the ms waited."""
@@ -177,6 +187,7 @@ def app_for(
         return (time.perf_counter() - waited) * 1000
 
     def free_slot() -> None:
+        in_flight[0] -= 1
         if slots is not None:
             slots.release()
 
@@ -187,6 +198,7 @@ def app_for(
             log(arrival_ns, body.status_code)
             return body
         waited_ms = await take_slot()
+        in_flight[0] += 1
         streamed = False
         try:
             response = await completion(request, body, arrival_ns, waited_ms)
@@ -205,7 +217,7 @@ def app_for(
         if isinstance(body.get("max_tokens"), int):  # honoured exactly: the completion is that long
             tokens = max(1, body["max_tokens"])
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []) + 8
-        queue_ms, prefill_ms, decode_ms = latencies(tokens, prompt_tokens)
+        queue_ms, prefill_ms, decode_ms = latencies(tokens, prompt_tokens, in_flight[0] - 1)
         await asyncio.sleep(queue_ms / 1000)
         queue_ms += waited_ms
         started = time.perf_counter()

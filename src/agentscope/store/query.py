@@ -194,6 +194,18 @@ def llm_token_counts(store: Store) -> list[tuple[int, int]]:
     return [(i, o) for i, o in rows if i is not None and o is not None]
 
 
+def llm_call_intervals(store: Store) -> list[tuple[int, int]]:
+    """(start, end) ns of every recorded LLM call that has token counts (the probe's own calls left out):
+    when the app had calls in flight."""
+    return store.con.execute(
+        f"""
+        SELECT start_ns, end_ns FROM spans
+        WHERE kind = 'llm' AND span_kind IS DISTINCT FROM 'SERVER' AND {APP_SPANS}
+          AND json_extract_string(attributes, '$."{A.GEN_AI_USAGE_OUTPUT_TOKENS}"') IS NOT NULL
+        """
+    ).fetchall()
+
+
 def trace_spans(store: Store, trace_id: str) -> pa.Table:
     """One trace's spans in the analyzer's columns."""
     return store.con.sql(ANALYSIS_SELECT.format(where="trace_id = ?"), params=[trace_id]).to_arrow_table()
