@@ -225,7 +225,7 @@ def _decision(doc: Mapping[str, Any]) -> list[str]:
         "## The options side by side",
         "",
         _row(DECISION_HEADER),
-        _row(["---", *["---:"] * 4, "---", "---"]),
+        _row(["---", *["---:"] * 4, "---", "---", "---"]),
     ]
     return [*lines, *(_row(cells) for cells in decision_rows(doc)), ""]
 

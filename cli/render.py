@@ -35,7 +35,7 @@ def _load(row: Mapping[str, Any]) -> str:
         return ""
     concurrency = row.get("concurrency")
     return (
-        f" (at {concurrency} call{'s' if concurrency != 1 else ''} at once)"
+        f" ({concurrency} call{'s' if concurrency != 1 else ''} at once)"
         if concurrency
         else " (load not stated)"
     )

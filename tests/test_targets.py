@@ -126,6 +126,10 @@ def test_budget_target_puts_each_option_beside_its_cost(tmp_path):
         "## The options side by side" in markdown
         and "| cerebras-gpt-oss-120b | 0.20 s | 0.20 s |" in markdown
     )
+    table = markdown.split("## The options side by side\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert (
+        len(table) == 5 and len({line.count("|") for line in table}) == 1
+    )  # every row as wide as the header
     page = tmp_path / "b.html"
     assert runner.invoke(app, [*args, "--format", "html", "--output", str(page)]).exit_code == 0
     assert "The options side by side" in page.read_text()
