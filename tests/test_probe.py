@@ -189,3 +189,12 @@ def test_the_old_profiles_load_and_a_figure_left_out_is_zero(tmp_path):
     bad.write_text(old.read_text().replace('date = "2026-01-01"', 'date = "2026-01-01"\nconcurrency = 0'))
     with pytest.raises(ProfileError, match="concurrency must be a whole number"):
         load_profile(bad)
+
+
+def test_one_call_slowed_by_a_pause_does_not_move_the_fit():
+    calls = [engine_call(i, 32) for i in range(100, 1600, 100)]
+    slowed = calls[0]
+    calls[0] = ProbeCall(slowed.input_tokens, 32, slowed.ttft_ms + 60, slowed.total_ms + 60)
+    fitted = fit_profile("x", "m", calls, "u")
+    assert fitted.value("ttft_base_ms") == pytest.approx(40, abs=0.01)
+    assert fitted.residuals_ms[0] == pytest.approx(60, abs=0.01)  # still reported

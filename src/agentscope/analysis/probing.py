@@ -13,7 +13,9 @@ non-negative solutions, not a line clamped after the fact):
   ``decode = out·(c + d·(n + out/2)/1000)`` (each token reads the context so far);
 
 and each call's residual (measured total minus predicted), summarised per band
-of prompt sizes.  Wrong when the app runs at another load than the probe's
+of prompt sizes.  Each fit is made again without the calls it misses by far
+(``OUTLIER_SPREAD``), so one call slowed by a pause does not move it; every
+call's residual is still reported.  Wrong when the app runs at another load than the probe's
 (``concurrency``, recorded in the profile), when a prompt cache serves the
 filler, or when the endpoint's tokenizer counts the filler very differently from
 the recorded prompts.
@@ -115,6 +117,24 @@ def nonnegative_least_squares(columns: Sequence[Sequence[float]], ys: Sequence[f
     return best
 
 
+OUTLIER_SPREAD = 5.0
+"""A call whose residual is this many times the median absolute residual (and over 5 ms) is left out
+of the refit: one call slowed by a pause of the machine or the network does not move the line."""
+
+
+def _robust_fit(columns: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float]:
+    """:func:`nonnegative_least_squares`, refitted once without the outlying calls (from 8 calls on)."""
+    coefficients = nonnegative_least_squares(columns, ys)
+    if len(ys) < 8:
+        return coefficients
+    a = np.array(columns, dtype=float).T
+    residuals = np.abs(np.array(ys, dtype=float) - a @ np.array(coefficients))
+    kept = residuals <= max(OUTLIER_SPREAD * float(np.median(residuals)), 5.0)
+    if kept.all() or kept.sum() < len(columns) + 2:
+        return coefficients
+    return nonnegative_least_squares(a[kept].T.tolist(), np.array(ys, dtype=float)[kept].tolist())
+
+
 def fit_profile(
     name: str, model: str, calls: Sequence[ProbeCall], endpoint: str, concurrency: int = 1
 ) -> CandidateProfile:
@@ -124,15 +144,15 @@ def fit_profile(
         raise ValueError("a profile needs at least two probe calls")
     n = len(calls)
     inputs = [float(c.input_tokens) for c in calls]
-    base, per_token, quadratic = nonnegative_least_squares(
+    base, per_token, quadratic = _robust_fit(
         [[1.0] * n, inputs, [(i / 1000) ** 2 for i in inputs]], [c.ttft_ms for c in calls]
     )
     outputs = [float(c.output_tokens) for c in calls]
     decode = [max(c.total_ms - c.ttft_ms, 0.0) for c in calls]
     context = [o * (i + o / 2) / 1000 for i, o in zip(inputs, outputs, strict=True)]
-    per_output, per_context = nonnegative_least_squares([outputs, context], decode)
+    per_output, per_context = _robust_fit([outputs, context], decode)
     if per_output <= 0:  # a decode with no rate of its own: the one rate that fits best
-        per_output, per_context = nonnegative_least_squares([outputs], decode)[0], 0.0
+        per_output, per_context = _robust_fit([outputs], decode)[0], 0.0
     today = datetime.date.today().isoformat()
     where = f"measured by agentscope probe of {endpoint} on {today}, {n} calls at {concurrency} at once"
     ttft_fit = f"{where}: non-negative least squares of time to first token"
