@@ -2,8 +2,8 @@
 
 DuckDB's connection is a C type, so ``connect`` returns a thin proxy (as for
 sqlite3).  Relations built with ``con.sql(...)`` run lazily when fetched and are
-not timed.  agentscope's own store takes ``duckdb.connect`` before this patch,
-so its writes never become spans.
+not timed.  agentscope's own store connects through the unwrapped ``duckdb.connect``
+(``inspect.unwrap``), so its writes never become spans.
 """
 
 from __future__ import annotations

@@ -135,3 +135,32 @@ def test_an_ingest_of_json_lines_loads_no_pandas(tmp_path):
         f"    assert ingest(store, [{str(traces)!r}]).stored == 9"
     )
     assert "agentscope.ingest.otlp_duckdb" in loaded and "pandas" not in loaded
+
+
+def test_init_imports_no_library_the_app_has_not_and_instruments_one_when_it_does(tmp_path):
+    """``ags.init()`` switches every integration on without importing a library (post-import hooks) and
+    leaves the store's modules to the first flush on the writer thread; an openai call made after the
+    app imports openai is recorded."""
+    from agentscope.sim.server import serve
+    from agentscope.store import Store
+
+    store = tmp_path / "startup.duckdb"
+    heavy = ["openai", "anthropic", "duckdb", "pyarrow", "numpy", "pandas"]
+    with serve() as base_url:
+        code = f"""
+import json, sys
+import agentscope as ags
+ags.init(service_name="startup", store={str(store)!r})
+before = [m for m in {heavy!r} if m in sys.modules]
+import openai
+client = openai.OpenAI(base_url={base_url!r}, api_key="sim")
+client.chat.completions.create(model="m", messages=[{{"role": "user", "content": "hi"}}])
+ags.shutdown()
+print(json.dumps(before))
+"""
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
+    with Store(store, read_only=True) as opened:
+        (calls,) = opened.con.execute("SELECT count(*) FROM spans WHERE kind = 'llm'").fetchone()
+    assert calls == 1

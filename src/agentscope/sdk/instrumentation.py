@@ -5,11 +5,17 @@ announce themselves through the ``agentscope.instrumentors`` entry-point group,
 so the core finds them without importing them, and a third-party package can
 add its own.  Each is an :class:`Instrumentor`: patch on ``instrument``, undo on
 ``uninstrument``, do nothing when its library is not installed.
+
+A library the application has not imported yet is patched when it is imported (a
+post-import hook, as OpenTelemetry's auto-instrumentation does), so switching
+every integration on imports none of their libraries: ``ags.init()`` costs an app
+that never uses anthropic nothing for anthropic.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -34,6 +40,9 @@ class Instrumentor(ABC):
 
     def __init__(self) -> None:
         self.instrumented = False
+        self.waiting = False
+        """Whether the library will be patched when the application imports it."""
+        self._hooked = False
         self._patches: list[tuple[Any, str, Any]] = []
 
     def available(self) -> bool:
@@ -41,14 +50,35 @@ class Instrumentor(ABC):
         return importlib.util.find_spec(self.library) is not None
 
     def instrument(self) -> bool:
-        """Patch the library; True if it is (now) instrumented."""
-        if not self.instrumented and self.available():
+        """Patch the library now if it is imported, else when it is; True if it is or will be patched."""
+        if self.instrumented or self.waiting:
+            return True
+        if self.library in sys.modules:
             self._instrument()
             self.instrumented = True
-        return self.instrumented
+            return True
+        if not self.available():
+            return False
+        self.waiting = True
+        if not self._hooked:  # a hook cannot be removed: one per instrumentor, which checks ``waiting``
+            self._hooked = True
+            wrapt.register_post_import_hook(self._imported, self.library)
+        return True
+
+    def _imported(self, module: Any) -> None:
+        """The application imported the library: patch it, if still asked to."""
+        if not self.waiting:
+            return
+        self.waiting = False
+        try:
+            self._instrument()
+            self.instrumented = True
+        except Exception as exc:
+            report(f"instrumenting {self.library}", exc)
 
     def uninstrument(self) -> None:
-        """Undo every patch made by :meth:`instrument`."""
+        """Undo every patch made by :meth:`instrument` (and forget a patch still waiting for the import)."""
+        self.waiting = False
         if self.instrumented:
             self._uninstrument()
             self.instrumented = False
@@ -95,7 +125,8 @@ def known_instrumentors() -> dict[str, Instrumentor]:
 
 
 def instrument(*libraries: str) -> list[str]:
-    """Instrument the named libraries, or every installed one; returns those now instrumented."""
+    """Instrument the named libraries, or every installed one; returns those instrumented now or to be
+    when the application imports them."""
     registry = known_instrumentors()
     for name in libraries:
         if name not in registry:

@@ -28,7 +28,7 @@ from agentscope.sdk.instrumentation import instrument as instrument_libraries
 from agentscope.sdk.open_spans import OpenSpans
 from agentscope.sdk.otlp_json import JsonLinesSpanExporter
 from agentscope.sdk.state import STATE, TRACER_NAME, Router
-from agentscope.store.store import DEFAULT_STORE, default_store_path
+from agentscope.store.paths import DEFAULT_STORE, default_store_path
 
 
 class ReportingBatchSpanProcessor(BatchSpanProcessor):

@@ -6,6 +6,7 @@ whole or not at all, and a span already stored is left as it was.
 
 from __future__ import annotations
 
+import inspect
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,9 @@ import pyarrow as pa
 
 from agentscope.store.schema import COLUMN_NAMES, DDL, SCHEMA_VERSION
 
-_duckdb_connect = duckdb.connect
-"""Taken at import, before any instrumentation can patch ``duckdb.connect``: agentscope's own
+_duckdb_connect = inspect.unwrap(duckdb.connect)
+"""``duckdb.connect`` as DuckDB defines it, whoever has patched it (agentscope's duckdb integration
+patches it as soon as DuckDB is imported, which may be this module's own import): agentscope's own
 queries (the store's, the ingest parser's) must never become spans (spans of its writes would feed back)."""
 
 
@@ -28,10 +30,6 @@ def connect(database: str, read_only: bool = False) -> duckdb.DuckDBPyConnection
     con = _duckdb_connect(database, read_only=read_only)
     con.execute("SET enable_progress_bar = false")
     return con
-
-
-DEFAULT_STORE = "agentscope.duckdb"
-STORE_ENV = "AGENTSCOPE_STORE"
 
 
 _COLUMNS = ", ".join(COLUMN_NAMES)
@@ -71,11 +69,6 @@ def is_interrupt(exc: BaseException) -> bool:
 
 class StoreError(Exception):
     """The store cannot be opened or written (locked, unwritable, newer schema)."""
-
-
-def default_store_path() -> str:
-    """``$AGENTSCOPE_STORE`` if set, else ``./agentscope.duckdb``."""
-    return os.environ.get(STORE_ENV) or DEFAULT_STORE
 
 
 class Store:

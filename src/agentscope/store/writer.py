@@ -15,6 +15,10 @@ whichever writer gets the file next.  At shutdown what cannot be written within
 read-only folder) loses spans: they are counted in ``dropped`` and reported once
 through the ``agentscope`` logger.  The application's threads never wait on any
 of this: they only append to a queue.
+
+The store's modules (DuckDB, Arrow) are imported, and the store created, by the
+first flush with spans to write, on the writer thread: ``ags.init()`` costs the
+application nothing for them, and a process that records no span never loads them.
 """
 
 from __future__ import annotations
@@ -22,9 +26,8 @@ from __future__ import annotations
 import threading
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
-import pyarrow as pa
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
@@ -32,9 +35,11 @@ from agentscope import attributes as A
 from agentscope.classify import first_token_ns
 from agentscope.sdk._safety import report
 from agentscope.store.rows import make_row
-from agentscope.store.schema import rows_to_table
-from agentscope.store.shared import SharedStore, StoreBusy
-from agentscope.store.store import StoreError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from agentscope.store.shared import SharedStore
 
 SPAN_KIND_NAMES = ("INTERNAL", "SERVER", "CLIENT", "PRODUCER", "CONSUMER")
 STATUS_NAMES = ("UNSET", "OK", "ERROR")
@@ -106,7 +111,7 @@ class StoreSpanProcessor(SpanProcessor):
     ) -> None:
         self.path = Path(path)
         self.keep_content = keep_content
-        self.shared = SharedStore(self.path)
+        self._shared: SharedStore | None = None
         self.batch_size = batch_size
         self.flush_interval_s = flush_interval_s
         self.max_pending = max_pending
@@ -122,26 +127,35 @@ class StoreSpanProcessor(SpanProcessor):
         self._write_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = False
-        self._prepare()
         self._thread = threading.Thread(target=self._run, name="agentscope-store-writer", daemon=True)
         self._thread.start()
 
-    def _prepare(self) -> None:
-        """Create the store and warm up Arrow now, on the caller's thread.
-
-        Done later on the writer thread, this first-time work competes for the
-        GIL with a busy application and can take seconds while spans pile up.
-        A store busy with other writers already exists: nothing to create.
-        """
-        rows_to_table([])
+    @property
+    def shared(self) -> SharedStore:
+        """The shared store, opened (its modules imported, the file created) when first needed: by the
+        first flush that has spans to write, on the writer thread unless a flush is asked for."""
         with self._write_lock:
+            return self._open()
+
+    def _open(self) -> SharedStore:
+        """:attr:`shared`, under the write lock.  A store busy with other writers already exists."""
+        if self._shared is None:
+            import duckdb
+
+            from agentscope.store.schema import rows_to_table
+            from agentscope.store.shared import SharedStore, StoreBusy
+            from agentscope.store.store import StoreError
+
+            rows_to_table([])  # warm Arrow up before the first batch
+            self._shared = SharedStore(self.path)
             try:
-                with self.shared.writing(self.lock_wait_s):
+                with self._shared.writing(self.lock_wait_s):
                     pass
             except StoreBusy:
                 pass
             except (StoreError, duckdb.Error, OSError) as exc:
                 report(f"opening the store {self.path}", exc, internal=False)
+        return self._shared
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         pass
@@ -169,6 +183,14 @@ class StoreSpanProcessor(SpanProcessor):
 
     def write_pending(self, wait_s: float | None = None) -> bool:
         """Write everything queued so far in one write; False if it had to be kept or spilled."""
+        if not self._queue and not self._retry:
+            return True  # before any import: a process that records no span loads no store
+        import duckdb
+
+        from agentscope.store.schema import rows_to_table
+        from agentscope.store.shared import StoreBusy
+        from agentscope.store.store import StoreError
+
         with self._write_lock:
             try:
                 rows = self._retry
@@ -177,12 +199,13 @@ class StoreSpanProcessor(SpanProcessor):
                     rows.append(snapshot_to_row(self._queue.popleft(), self.keep_content))
                 if not rows:
                     return True
+                shared = self._open()
                 table = rows_to_table(rows)
             except Exception as exc:
                 report("writing spans to the store", exc)
                 return False
             try:
-                self.shared.insert(table, self.lock_wait_s if wait_s is None else wait_s)
+                shared.insert(table, self.lock_wait_s if wait_s is None else wait_s)
                 return True
             except StoreBusy as exc:
                 if exc.foreign:  # another agentscope writer is routine; a program outside the protocol is not
@@ -198,12 +221,13 @@ class StoreSpanProcessor(SpanProcessor):
         if not spill:
             self._retry = rows
             return
+        shared = self._open()
         try:
-            self.shared.spill(table)
+            shared.spill(table)
             self.spilled += len(rows)
         except OSError as exc:
             self.dropped += len(rows)
-            report(f"spilling spans to {self.shared.spool_dir}", exc, internal=False)
+            report(f"spilling spans to {shared.spool_dir}", exc, internal=False)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.write_pending()
@@ -215,6 +239,8 @@ class StoreSpanProcessor(SpanProcessor):
         self._thread.join(timeout=30)
         if self.write_pending(self.shutdown_wait_s):
             return
+        from agentscope.store.schema import rows_to_table
+
         with self._write_lock:
             rows, self._retry = self._retry, []
             if rows:
