@@ -220,12 +220,19 @@ def early_ends(trace: Trace) -> list[Repair]:
         return []
     rows, start, end, parent, children = trace.rows, trace.start, trace.end, trace.parent, trace.children
     ttfts = trace.batch["ttft_s"]
-    calls = sorted((i for i, k in enumerate(kind) if k == "llm"), key=lambda i: -_depth(parent, i))
-    needed: dict[int, int] = {}
-    for i in calls:
+
+    def own_need(i: int) -> int:
         ttft = ttfts[rows[i]]
         first_token = start[i] + round(ttft * 1e9) if ttft is not None else 0
-        needed[i] = max(end[i], first_token, *(needed.get(c, end[c]) for c in children[i]))
+        return max(end[i], first_token, *(end[c] for c in children[i]))
+
+    calls = [i for i, k in enumerate(kind) if k == "llm"]
+    if all(own_need(i) <= end[i] for i in calls):  # the common case: every call recorded whole
+        return []
+    calls.sort(key=lambda i: -_depth(parent, i))
+    needed: dict[int, int] = {}
+    for i in calls:
+        needed[i] = max(own_need(i), end[i], *(needed.get(c, end[c]) for c in children[i]))
     repairs: list[Repair] = []
     for i in reversed(calls):
         if needed[i] <= end[i]:
