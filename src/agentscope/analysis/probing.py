@@ -88,8 +88,7 @@ def choose_sizes(recorded: Sequence[tuple[int, int]], calls: int) -> list[tuple[
 
 
 def _ranks(sizes: list[tuple[int, int]], calls: int) -> list[tuple[int, int]]:
-    if calls == 1:
-        return [sizes[-1]]
+    """``calls`` (at least 2) of ``sizes`` at evenly spaced ranks, first and last included."""
     step = (len(sizes) - 1) / (calls - 1)
     return [sizes[round(k * step)] for k in range(calls)]
 

@@ -130,15 +130,10 @@ class StoreSpanProcessor(SpanProcessor):
         self._thread = threading.Thread(target=self._run, name="agentscope-store-writer", daemon=True)
         self._thread.start()
 
-    @property
-    def shared(self) -> SharedStore:
-        """The shared store, opened (its modules imported, the file created) when first needed: by the
-        first flush that has spans to write, on the writer thread unless a flush is asked for."""
-        with self._write_lock:
-            return self._open()
-
     def _open(self) -> SharedStore:
-        """:attr:`shared`, under the write lock.  A store busy with other writers already exists."""
+        """The shared store, opened (its modules imported, the file created) when first needed: by the
+        first flush that has spans to write.  Called under the write lock.  A store busy with other
+        writers already exists."""
         if self._shared is None:
             import duckdb
 
