@@ -5,8 +5,8 @@
 Each case is a fresh ``python -c`` process, run ``--runs`` times in turn with the
 others (so all see the same machine); the table gives the median wall time and
 its excess over ``python -c pass``.  Then the third-party modules each case has
-imported when it ends, and the size on disk of the distributions the base
-install pulls in, as installed in this environment.  ``--against`` runs the
+imported when it ends, and the size on disk of what each install of agentscope
+pulls in (the base install, and each extra), as installed in this environment.  ``--against`` runs the
 agentscope cases a second time with another checkout's ``src`` first on the path
 (an earlier release, side by side in the same run).
 """
@@ -34,6 +34,9 @@ def cases(store: Path) -> dict[str, str]:
         "import the OpenTelemetry SDK": "import opentelemetry.sdk.trace",
         "import agentscope": "import agentscope as ags; ags.task",
         "ags.init() with a store": init,
+        "ags.init(), then a function decorated (wrapt loads)": f"{init}\n@ags.task\ndef f():\n    pass",
+        "import openai (an app's own start)": "import openai",
+        "import openai, then ags.init()": f"import openai\n{init}",
         "ags.init() then one span, stored": f"{init}\nwith ags.span('x'):\n    pass\nags.shutdown()",
     }
 
@@ -57,25 +60,41 @@ def _imported(code: str, src: str | None) -> list[str]:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def _installed_mb(name: str, seen: set[str]) -> float:
-    """Size of distribution ``name`` and of what it requires (without extras), each counted once."""
+def _requirement_name(requirement: str) -> tuple[str, tuple[str, ...]]:
+    """A requirement's distribution name and the extras it asks for: ``a[b,c]>=1`` → (a, (b, c))."""
+    spec = requirement.split(";")[0].strip()
+    name = spec
+    for stop in "[<>=!~ (":
+        name = name.split(stop)[0]
+    extras = tuple(e.strip() for e in spec.split("[", 1)[1].split("]")[0].split(",")) if "[" in spec else ()
+    return name.strip(), extras
+
+
+def _installed_mb(name: str, seen: set[str], extras: tuple[str, ...] = ()) -> float:
+    """Size of distribution ``name`` with ``extras`` and of what they require, each counted once."""
     key = name.lower().replace("_", "-")
-    if key in seen:
-        return 0.0
-    seen.add(key)
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         return 0.0
-    size = sum(f.size or 0 for f in dist.files or ()) / 1e6
+    size = 0.0
+    if key not in seen:
+        seen.add(key)
+        size += sum(f.size or 0 for f in dist.files or ()) / 1e6
     for requirement in dist.requires or ():
-        if ";" in requirement:  # an extra's, or another Python's
+        marker = requirement.split(";", 1)[1] if ";" in requirement else ""
+        wanted = "extra ==" not in marker or any(f'extra == "{extra}"' in marker for extra in extras)
+        if not wanted or ("python_version" in marker and "extra" not in marker):
             continue
-        dependency = requirement.split(";")[0].split("[")[0]
-        for stop in "<>=!~ (":
-            dependency = dependency.split(stop)[0]
-        size += _installed_mb(dependency.strip(), seen)
+        dependency, its_extras = _requirement_name(requirement)
+        if dependency.lower() == key and its_extras:  # agentscope[cli] inside agentscope[ui]
+            size += _installed_mb(name, seen, its_extras)
+        elif dependency.lower().replace("_", "-") not in seen or its_extras:
+            size += _installed_mb(dependency, seen, its_extras)
     return size
+
+
+EXTRAS = ("cli", "ui", "serve", "probe", "demo", "all")
 
 
 def main() -> None:
@@ -103,8 +122,11 @@ def main() -> None:
         median = statistics.median(values)
         imported = ", ".join(imports[name]) or "—"
         print(f"| {name} | {median * 1000:.0f} | {(median - floor) * 1000:+.0f} | {imported} |")
-    seen: set[str] = set()
-    print(f"\nagentscope and what it requires, as installed here: {_installed_mb('agentscope', seen):.0f} MB")
+    print("\n| install | MB on disk, with what it requires (as installed here) |")
+    print("|---|---:|")
+    print(f"| `pip install agentscope` (recording) | {_installed_mb('agentscope', set()):.0f} |")
+    for extra in EXTRAS:
+        print(f"| `pip install 'agentscope[{extra}]'` | {_installed_mb('agentscope', set(), (extra,)):.0f} |")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from agentscope.cli.budget_markdown import budget_markdown
 from agentscope.cli.compare_render import compare_markdown, print_compare
+from agentscope.cli.extras import missing_extra
 from agentscope.cli.render import blame_markdown, print_blame, probe_table
 from agentscope.cli.spark_blame import SparkProblem, blame_parquet
 from agentscope.cli.waterfall import waterfall
@@ -70,6 +71,13 @@ class UsageProblem(Exception):
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
     Console(stderr=True).print(f"[red]error:[/red] {escape(message)}", highlight=False)
     return typer.Exit(code)
+
+
+def require(extra: str, what: str) -> None:
+    """Stop with a one-line message when ``what`` needs an extra that is not installed."""
+    message = missing_extra(extra, what)
+    if message is not None:
+        raise fail(message)
 
 
 def _version(value: bool) -> None:
@@ -315,6 +323,7 @@ def demo(
     store: StoreOption = None,
 ) -> None:
     """Run three example agents against simulated providers (no key, no network), then blame them."""
+    require("demo", "agentscope demo")
     from agentscope.cli.demo import run_demo
 
     target = store if store is not None else Path(default_store_path())
@@ -359,6 +368,7 @@ def serve(
     keep_content: KeepContentOption = False,
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces, protobuf or JSON) into the store."""
+    require("serve", "agentscope serve")
     import uvicorn
 
     from agentscope.ingest.receiver import Receiver
@@ -503,6 +513,8 @@ def budget(
             raise UsageProblem(f"--format {fmt!r}: choose markdown, json or html")
         if fmt == "html" and output is None:
             raise UsageProblem("--format html writes a file: give --output FILE")
+        if fmt == "html" and (message := missing_extra("ui", "budget --format html")):
+            raise UsageProblem(message)
         mapping = {}
         for text in model_map or []:
             traced, sep, candidate = text.partition("=")
@@ -665,6 +677,7 @@ def ui(
     ] = None,
 ) -> None:
     """A local web UI over the store: overview, tasks, waterfalls with the critical path, budget."""
+    require("ui", "agentscope ui")
     import uvicorn
     from agentscope.cli.ui import create_app
 
@@ -724,6 +737,7 @@ def probe(
     yes: Annotated[bool, typer.Option("--yes", help="Send without asking.")] = False,
 ) -> None:
     """Measure a candidate endpoint on calls the size of your recorded ones, and fit its profile."""
+    require("probe", "agentscope probe")
     import openai
     from agentscope.integrations.openai import OpenAIInstrumentor
     from agentscope.integrations.openai_probe import Endpoint

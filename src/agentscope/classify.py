@@ -21,8 +21,6 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import orjson
-
 from agentscope import attributes as A
 
 _OPENINFERENCE_KIND = "openinference.span.kind"
@@ -203,6 +201,8 @@ def first_token_ns(events: Iterable[tuple[str, int]]) -> int | None:
 def _json_or_none(value: Any) -> Any:
     if not isinstance(value, str):
         return value
+    import orjson  # here: a peer's JSON-string field is rare, and orjson costs the SDK's start-up 5 ms
+
     try:
         return orjson.loads(value)
     except orjson.JSONDecodeError:

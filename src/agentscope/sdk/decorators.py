@@ -4,7 +4,8 @@ Each decorator works bare (``@ags.tool``) or with arguments
 (``@ags.tool("search_kb")``), on sync and async functions, generators and async
 generators, methods, staticmethods and classmethods.  The wrapper is a
 ``wrapt.FunctionWrapper``, so signatures, ``inspect`` and method binding behave
-as on the undecorated function.
+as on the undecorated function.  wrapt is imported at the first decoration, not
+with the package: ``ags.init()`` alone does not pay its ~50 ms.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import inspect
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
-
-import wrapt
 
 from agentscope import attributes as A
 from agentscope.classify import KINDS
@@ -40,6 +39,7 @@ def _wrap(fn: F, spec: Spec) -> F:
         runner = call_generator
     else:
         runner = call
+    import wrapt
 
     return wrapt.FunctionWrapper(fn, functools.partial(runner, spec))  # type: ignore[return-value]
 

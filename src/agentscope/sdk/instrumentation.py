@@ -1,31 +1,51 @@
-"""Auto-instrumentation: find the integrations for installed libraries and switch them on.
+"""Auto-instrumentation: switch on the integrations for installed libraries.
 
-Integrations live outside the core (``agentscope.integrations.<library>``) and
-announce themselves through the ``agentscope.instrumentors`` entry-point group,
-so the core finds them without importing them, and a third-party package can
-add its own.  Each is an :class:`Instrumentor`: patch on ``instrument``, undo on
+Integrations live outside the core (``agentscope.integrations.<library>``).  The
+core names the built-in ones in :data:`BUILTIN` without importing them, and a
+third-party package can add its own under the ``agentscope.instrumentors``
+entry-point group (enabled when named: ``ags.instrument("mylib")``; reading the
+installed packages' entry points costs ~25 ms, which ``ags.init()`` does not
+spend).  Each is an :class:`Instrumentor`: patch on ``instrument``, undo on
 ``uninstrument``, do nothing when its library is not installed.
 
 A library the application has not imported yet is patched when it is imported (a
-post-import hook, as OpenTelemetry's auto-instrumentation does), so switching
-every integration on imports none of their libraries: ``ags.init()`` costs an app
-that never uses anthropic nothing for anthropic.
+post-import hook, as OpenTelemetry's auto-instrumentation does), and its
+integration module loads only then: ``ags.init()`` costs an app that never uses
+anthropic nothing for anthropic.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from importlib.metadata import entry_points
+from types import ModuleType
 from typing import Any
 
-import wrapt
-
 from agentscope.sdk._safety import report
+from agentscope.sdk.import_hooks import when_imported
 
 ENTRY_POINT_GROUP = "agentscope.instrumentors"
+
+BUILTIN: dict[str, str] = {
+    library: f"agentscope.integrations.{library}:{cls}Instrumentor"
+    for library, cls in (
+        ("openai", "OpenAI"),
+        ("anthropic", "Anthropic"),
+        ("httpx", "HTTPX"),
+        ("requests", "Requests"),
+        ("sqlite3", "SQLite3"),
+        ("psycopg", "Psycopg"),
+        ("redis", "Redis"),
+        ("tenacity", "Tenacity"),
+        ("duckdb", "DuckDB"),
+        ("sqlalchemy", "SQLAlchemy"),
+        ("backoff", "Backoff"),
+    )
+}
+"""The integrations agentscope ships, by the library each patches (the integration's name)."""
 
 
 class Instrumentor(ABC):
@@ -44,6 +64,9 @@ class Instrumentor(ABC):
         """Whether the library will be patched when the application imports it."""
         self._hooked = False
         self._patches: list[tuple[Any, str, Any]] = []
+        self._epoch = 0
+        """Counts ``uninstrument`` calls: a patch still waiting for its module's import from an earlier
+        ``instrument`` is dropped."""
 
     def available(self) -> bool:
         """Whether the library is installed (checked without importing it)."""
@@ -62,10 +85,10 @@ class Instrumentor(ABC):
         self.waiting = True
         if not self._hooked:  # a hook cannot be removed: one per instrumentor, which checks ``waiting``
             self._hooked = True
-            wrapt.register_post_import_hook(self._imported, self.library)
+            when_imported(self.library, self._imported)
         return True
 
-    def _imported(self, module: Any) -> None:
+    def _imported(self, module: ModuleType) -> None:
         """The application imported the library: patch it, if still asked to."""
         if not self.waiting:
             return
@@ -79,23 +102,38 @@ class Instrumentor(ABC):
     def uninstrument(self) -> None:
         """Undo every patch made by :meth:`instrument` (and forget a patch still waiting for the import)."""
         self.waiting = False
+        self._epoch += 1
         if self.instrumented:
             self._uninstrument()
             self.instrumented = False
 
-    def wrap(self, module: str, path: str, wrapper: Callable[..., Any]) -> bool:
-        """``wrapt`` ``wrapper`` around ``module.path`` (e.g. ``"Completions.create"``); False if absent."""
+    def wrap(self, module: str, path: str, wrapper: Callable[..., Any]) -> None:
+        """``wrapt`` ``wrapper`` around ``module.path`` (e.g. ``"Completions.create"``).
+
+        A module the application has not imported yet is patched when it is: an SDK's parts the app
+        never uses (openai's Responses stream helpers: ~100 ms of imports) stay unloaded.  A path the
+        module lacks (another version of the library) is skipped.
+        """
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            self._wrap_now(loaded, path, wrapper)
+            return
+        epoch = self._epoch
+        when_imported(module, lambda loaded: self._epoch == epoch and self._wrap_now(loaded, path, wrapper))
+
+    def _wrap_now(self, module: ModuleType, path: str, wrapper: Callable[..., Any]) -> bool:
         try:
-            target = importlib.import_module(module)
             *owners, name = path.split(".")
-            owner = target
+            owner: Any = module
             for part in owners:
                 owner = getattr(owner, part)
             original = (
                 owner.__dict__[name] if name in getattr(owner, "__dict__", {}) else getattr(owner, name)
             )
-        except (ImportError, AttributeError, KeyError):
+        except (AttributeError, KeyError):
             return False
+        import wrapt  # here, not at the top: wrapt costs start-up, and patching happens after it
+
         wrapt.wrap_function_wrapper(owner, name, wrapper)
         self._patches.append((owner, name, original))
         return True
@@ -110,37 +148,78 @@ class Instrumentor(ABC):
 
 
 _instrumentors: dict[str, Instrumentor] = {}
+"""The integrations loaded so far, by name."""
+_waiting: set[str] = set()
+"""Built-in integrations to load and switch on when the application imports their library."""
+_hooked: set[str] = set()
 
 
-def known_instrumentors() -> dict[str, Instrumentor]:
-    """Every registered instrumentor by library name, loaded once from entry points."""
-    for entry_point in entry_points(group=ENTRY_POINT_GROUP):
-        if entry_point.name in _instrumentors:
-            continue
+def _plugins() -> dict[str, str]:
+    """Third-party integrations: the ``agentscope.instrumentors`` entry points, by name."""
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILTIN}
+
+
+def _load(name: str, target: str) -> Instrumentor | None:
+    """The integration ``name`` (``"module:Class"``), imported and made once."""
+    if name not in _instrumentors:
+        module, _, attribute = target.partition(":")
         try:
-            _instrumentors[entry_point.name] = entry_point.load()()
+            _instrumentors[name] = getattr(importlib.import_module(module), attribute)()
         except Exception as exc:
-            report(f"loading the {entry_point.name} integration", exc, internal=False)
-    return dict(_instrumentors)
+            report(f"loading the {name} integration", exc, internal=False)
+            return None
+    return _instrumentors[name]
+
+
+def _switch_on(name: str, target: str) -> bool:
+    instrumentor = _load(name, target)
+    return instrumentor is not None and instrumentor.instrument()
+
+
+def _library_imported(module: ModuleType) -> None:
+    """A built-in integration's library was imported: load the integration and patch it, if still asked."""
+    name = module.__name__
+    if name in _waiting:
+        _waiting.discard(name)
+        try:
+            _switch_on(name, BUILTIN[name])
+        except Exception as exc:
+            report(f"instrumenting {name}", exc)
+
+
+def _instrument_builtin(name: str) -> bool:
+    if name in sys.modules or name in _instrumentors:
+        return _switch_on(name, BUILTIN[name])
+    if importlib.util.find_spec(name) is None:
+        return False
+    _waiting.add(name)
+    if name not in _hooked:  # a hook runs once; one per library, which checks ``_waiting``
+        _hooked.add(name)
+        when_imported(name, _library_imported)
+    return True
 
 
 def instrument(*libraries: str) -> list[str]:
-    """Instrument the named libraries, or every installed one; returns those instrumented now or to be
-    when the application imports them."""
-    registry = known_instrumentors()
-    for name in libraries:
-        if name not in registry:
+    """Instrument the named libraries, or every installed one agentscope ships an integration for;
+    returns those instrumented now or to be when the application imports them.
+
+    A third-party integration (an ``agentscope.instrumentors`` entry point) is switched on by name.
+    """
+    plugins = _plugins() if any(name not in BUILTIN for name in libraries) else {}
+    done = []
+    for name in libraries or tuple(BUILTIN):
+        if name not in BUILTIN and name not in plugins:
+            known = sorted({*BUILTIN, *plugins})
             report(
                 f"instrumenting {name}",
-                LookupError(f"no agentscope integration for {name!r}; known: {sorted(registry)}"),
+                LookupError(f"no agentscope integration for {name!r}; known: {known}"),
                 internal=False,
             )
-    done = []
-    for name, instrumentor in registry.items():
-        if libraries and name not in libraries:
             continue
         try:
-            if instrumentor.instrument():
+            if _instrument_builtin(name) if name in BUILTIN else _switch_on(name, plugins[name]):
                 done.append(name)
         except Exception as exc:
             report(f"instrumenting {name}", exc)
@@ -149,6 +228,8 @@ def instrument(*libraries: str) -> list[str]:
 
 def uninstrument(*libraries: str) -> None:
     """Undo :func:`instrument` for the named libraries, or for all."""
+    for name in [n for n in _waiting if not libraries or n in libraries]:
+        _waiting.discard(name)
     for name, instrumentor in _instrumentors.items():
         if not libraries or name in libraries:
             try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from typing import Any
@@ -44,6 +43,8 @@ class RateLimiter:
     async def acquire_async(self) -> None:
         wait = self._reserve()
         if wait > 0:
+            import asyncio  # here: only async code reaches this, and it has asyncio loaded already
+
             async with queue(self.name):
                 await asyncio.sleep(wait)
 

@@ -9,7 +9,20 @@ whole pipeline can be checked against a ground truth with no network.
         client = openai.OpenAI(base_url=base_url, api_key="sim")
 """
 
+from typing import TYPE_CHECKING
+
 from agentscope.sim.profile import Profile
-from agentscope.sim.server import SimServer, app_for, serve
+
+if TYPE_CHECKING:
+    from agentscope.sim.server import SimServer, app_for, serve
 
 __all__ = ["Profile", "SimServer", "app_for", "serve"]
+
+
+def __getattr__(name: str) -> object:
+    """The server's names load on first use: they need the ``demo`` extra's web stack, ``Profile`` not."""
+    if name in ("SimServer", "app_for", "serve"):
+        from agentscope.sim import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module 'agentscope.sim' has no attribute {name!r}")

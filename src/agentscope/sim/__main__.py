@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-import uvicorn
+try:
+    import uvicorn
+except ImportError:
+    sys.exit("error: the simulated provider needs agentscope's 'demo' extra: pip install 'agentscope[demo]'")
 
 from agentscope.sim.profile import TIMING_DIALECTS, Profile
 from agentscope.sim.server import app_for
