@@ -1,19 +1,20 @@
-"""Cost of the openai integration: client-side CPU per call and per streamed chunk, with and without it.
+"""Cost of the openai and anthropic integrations: client-side CPU per call and per streamed chunk.
 
-    python benchmarks/openai_overhead.py [--rounds 60] [--calls 10] [--streams 2]
+    python benchmarks/openai_overhead.py [--sdk openai|anthropic] [--rounds 60] [--calls 10] [--streams 2]
 
-The real openai SDK calls a simulated provider (in its own process) on
-loopback with no added latency.  The cases: the uninstrumented SDK;
-agentscope's instrumentation; OpenInference's openai instrumentor, when
-installed (a peer doing the same job); and one bare OpenTelemetry span with the
-same number of attributes opened around the call by hand, the floor for any
-instrumentation that records a span per call.  Each round runs every case in
-turn, so all of them see the same machine, and every call is timed on its own,
-so a garbage collection or an interrupt landing in one case does not move the
-medians.  Spans go to a batch processor that drops them.  CPU is the calling
-thread's, so neither the server nor the export thread is counted.  Per
-streamed chunk: a streamed call's extra CPU, less a call's fixed extra, over
-its chunks.
+The real SDK calls a simulated provider (in its own process) on loopback with
+no added latency.  The cases: the uninstrumented SDK; agentscope's
+instrumentation; OpenInference's instrumentor of the same SDK, when installed
+(a peer doing the same job); and one bare OpenTelemetry span with the same
+number of attributes opened around the call by hand, once as a plain span and
+once made current (``start_as_current_span``, FACTS §1's raw span): the floor
+for any instrumentation that records a span per call, and the reference of the
+``× floor`` column.  Each round runs every case in turn, so all of them see the
+same machine, and every call is timed on its own, so a garbage collection or an
+interrupt landing in one case does not move the medians.  Spans go to a batch
+processor that drops them.  CPU is the calling thread's, so neither the server
+nor the export thread is counted.  Per streamed chunk: a streamed call's extra
+CPU, less a call's fixed extra, over its chunks.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anthropic
 import openai
+from agentscope.integrations.anthropic import AnthropicInstrumentor
 from agentscope.integrations.openai import OpenAIInstrumentor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
@@ -54,6 +57,11 @@ END_ATTRIBUTES = {
 }
 
 
+FLOOR = "bare OTel span around the call, made current (floor)"
+"""The reference of the ratio: FACTS §1's raw OTel span (``start_as_current_span``), which is what any
+instrumentation whose attempt and retry spans nest under the call must at least do."""
+
+
 class DropExporter(SpanExporter):
     def export(self, spans):
         return SpanExportResult.SUCCESS
@@ -64,40 +72,49 @@ class Case:
     name: str
     on: Callable[[], None] = lambda: None
     off: Callable[[], None] = lambda: None
-    around: bool = False
-    """Open a bare OTel span around each call instead of instrumenting the SDK."""
+    around: str = ""
+    """Open a bare OTel span around each call instead of instrumenting the SDK: ``"span"``, or
+    ``"current"`` for one made the current span while the call runs (``start_as_current_span``)."""
 
 
-def cpu_per_call(fn: Callable[[], None], calls: int, around: bool) -> list[float]:
+def cpu_per_call(fn: Callable[[], None], calls: int, around: str) -> list[float]:
     """The calling thread's CPU of each of ``calls`` calls, µs."""
     tracer = STATE.tracer
     samples = []
     for _ in range(calls):
         start = time.thread_time_ns()
-        if around:
+        if around == "span":
             span = tracer.start_span("chat m", attributes=START_ATTRIBUTES)
             fn()
             span.set_attributes(END_ATTRIBUTES)
             span.end()
+        elif around == "current":
+            with tracer.start_as_current_span("chat m", attributes=START_ATTRIBUTES) as span:
+                fn()
+                span.set_attributes(END_ATTRIBUTES)
         else:
             fn()
         samples.append((time.thread_time_ns() - start) / 1000)
     return samples
 
 
-def cases() -> list[Case]:
-    ours = OpenAIInstrumentor()
+def cases(sdk: str) -> list[Case]:
+    ours = AnthropicInstrumentor() if sdk == "anthropic" else OpenAIInstrumentor()
     found = [
         Case("uninstrumented"),
         Case("agentscope", ours.instrument, ours.uninstrument),
-        Case("bare OTel span around the call (floor)", around=True),
+        Case("bare OTel span around the call", around="span"),
+        Case(FLOOR, around="current"),
     ]
     try:
-        from openinference.instrumentation.openai import OpenAIInstrumentor as Peer
+        if sdk == "anthropic":
+            from openinference.instrumentation.anthropic import AnthropicInstrumentor as Peer
+        else:
+            from openinference.instrumentation.openai import OpenAIInstrumentor as Peer
     except ImportError:
         return found
     peer = Peer()
-    found.insert(2, Case("OpenInference openai instrumentor", peer.instrument, peer.uninstrument))
+    found.insert(2, Case(f"OpenInference {sdk} instrumentor", peer.instrument, peer.uninstrument))
     return found
 
 
@@ -106,6 +123,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--calls", type=int, default=10, help="non-streamed calls per case and round")
     parser.add_argument("--streams", type=int, default=2, help="streamed calls per case and round")
+    parser.add_argument("--sdk", choices=("openai", "anthropic"), default="openai")
     args = parser.parse_args()
     port = free_port()
     server = subprocess.Popen(
@@ -115,16 +133,21 @@ def main() -> None:
     )
     server.stdout.readline()
     ags.init(store=None, instrument=False, span_processors=[BatchSpanProcessor(DropExporter())])
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+    if args.sdk == "anthropic":
+        client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="k")
+        resource = client.messages
+    else:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+        resource = client.chat.completions
 
-    def call() -> None:
-        client.chat.completions.create(model="m", messages=MESSAGES, max_tokens=10)
+    def call() -> None:  # the method is looked up at each call, as an app does: a patch applies at once
+        resource.create(model="m", messages=MESSAGES, max_tokens=10)
 
     def stream() -> None:
-        for _ in client.chat.completions.create(model="m", messages=MESSAGES, stream=True):
+        for _ in resource.create(model="m", messages=MESSAGES, max_tokens=CHUNKS, stream=True):
             pass
 
-    runs = cases()
+    runs = cases(args.sdk)
     calls: dict[str, list[float]] = {case.name: [] for case in runs}
     streams: dict[str, list[float]] = {case.name: [] for case in runs}
     try:
@@ -149,17 +172,20 @@ def main() -> None:
         f"Client-side CPU (calling thread), median per call over {args.rounds} rounds "
         f"({args.rounds * args.calls} calls and {args.rounds * args.streams} streams per case)"
     )
-    print(f"| case | call (µs) | added (µs) | added | streamed, {chunks} chunks (µs) | added a chunk (µs) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    floor = statistics.median(calls[FLOOR]) - base_call
+    header = f"| case | call (µs) | added (µs) | added | × floor | streamed, {chunks} chunks (µs) |"
+    print(f"{header} added a chunk (µs) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for case in runs:
         c, s = statistics.median(calls[case.name]), statistics.median(streams[case.name])
         added = c - base_call
         per_chunk = (s - base_stream - added) / chunks
         if case.name == "uninstrumented":
-            print(f"| {case.name} | {c:.0f} | | | {s:,.0f} | |")
+            print(f"| {case.name} | {c:.0f} | | | | {s:,.0f} | |")
         else:
-            share = added / base_call
-            print(f"| {case.name} | {c:.0f} | {added:.0f} | {share:+.1%} | {s:,.0f} | {per_chunk:.2f} |")
+            share, ratio = added / base_call, added / floor
+            row = f"| {case.name} | {c:.0f} | {added:.0f} | {share:+.1%} | {ratio:.2f} | {s:,.0f} |"
+            print(f"{row} {per_chunk:.2f} |")
 
 
 if __name__ == "__main__":

@@ -109,6 +109,8 @@ def server_timings(body: Any, headers: Mapping[str, str] | None = None) -> dict[
 
 
 def _body_timings(body: Any) -> dict[str, float | None]:
+    if _schema_only(body):
+        return {}
     usage = get(body, "x_groq", "usage") or get(body, "usage")
     if get(usage, "queue_time") is not None or get(usage, "prompt_time") is not None:  # Groq, seconds
         return _seconds(usage)
@@ -135,6 +137,21 @@ def _body_timings(body: Any) -> dict[str, float | None]:
             "decode_ms": _scaled(get(body, "eval_duration"), 1e-6),
         }
     return {}
+
+
+def _schema_only(body: Any) -> bool:
+    """Whether ``body`` is an SDK model holding only its schema's fields, it and its usage.
+
+    Every provider's timings are fields the OpenAI and Anthropic schemas lack (Groq's ``x_groq`` and
+    ``usage.queue_time``, Cerebras' ``time_info``, vLLM's ``metrics``, llama.cpp's ``timings``), so
+    they land in pydantic's extras; a response with none (OpenAI's own) is known to carry no timings
+    after two dict reads instead of a search of every dialect.
+    """
+    extra = getattr(body, "__pydantic_extra__", False)
+    if extra is False or extra:
+        return False
+    usage = body.__dict__.get("usage")
+    return usage is None or not getattr(usage, "__pydantic_extra__", True)
 
 
 def _seconds(times: Any) -> dict[str, float | None]:

@@ -384,3 +384,39 @@ def test_a_peer_span_ended_before_its_stream_is_read_is_left_alone(instrumented,
     (llm,) = llm_spans(instrumented)
     assert A.GEN_AI_RESPONSE_TTFC not in llm.attributes and A.STREAMED not in llm.attributes
     assert not [r for r in caplog.records if "ended span" in r.getMessage()]  # the SDK's complaint
+
+
+@pytest.mark.parametrize("case", ["plain", "trace state", "baggage", "trace context alone"])
+def test_propagation_headers_are_the_configured_propagators(case, captured):
+    """The direct format of OpenTelemetry's default propagators gives what the propagators give."""
+    from agentscope.integrations._stainless import trace_headers
+    from opentelemetry import baggage, context, propagate, trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    saved = propagate.get_global_textmap()
+    if case == "trace context alone":
+        propagate.set_global_textmap(TraceContextTextMapPropagator())
+    parent = None
+    if case == "trace state":
+        remote = trace.SpanContext(
+            0xABC,
+            0xDEF,
+            is_remote=True,
+            trace_flags=trace.TraceFlags(1),
+            trace_state=trace.TraceState([("vendor", "v1")]),
+        )
+        parent = trace.set_span_in_context(trace.NonRecordingSpan(remote))
+    if case == "baggage":
+        parent = baggage.set_baggage("tenant", "acme")
+    token = context.attach(parent) if parent is not None else None
+    try:
+        with ags.span("call"):
+            expected: dict[str, str] = {}
+            propagate.inject(expected)
+            got = trace_headers()
+    finally:
+        if token is not None:
+            context.detach(token)
+        propagate.set_global_textmap(saved)
+    assert got == expected and got["traceparent"].startswith("00-")
+    assert ("tracestate" in got) == (case == "trace state") and ("baggage" in got) == (case == "baggage")

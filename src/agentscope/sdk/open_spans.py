@@ -106,6 +106,8 @@ class OpenSpans(SpanProcessor):
 
     def parent_context(self) -> Context | None:
         """A context holding :meth:`innermost` of the current span, or None to start under the current."""
+        if not self._open:  # the common case, decided before the current span is looked up
+            return None
         found = self.innermost(trace.get_current_span())
         return trace.set_span_in_context(found) if found is not None else None
 
