@@ -269,11 +269,14 @@ def minimal_trace(trace_no: int) -> list[dict[str, Any]]:
     return spans
 
 
-def requests(shape: str, spans: int, spans_per_line: int | None = None) -> Iterator[dict[str, Any]]:
-    """OTLP export requests holding at least ``spans`` spans of ``shape``, a line's worth each."""
+def requests(
+    shape: str, spans: int, spans_per_line: int | None = None, after_trace: int = 0
+) -> Iterator[dict[str, Any]]:
+    """OTLP export requests holding at least ``spans`` spans of ``shape``, a line's worth each, the
+    traces numbered from ``after_trace + 1``."""
     make, traces_per_line = (rich_trace, 10) if shape == "rich" else (minimal_trace, 50)
     resource = RESOURCE if shape == "rich" else [("service.name", "bench")]
-    written, trace_no = 0, 0
+    written, trace_no = 0, after_trace
     while written < spans:
         line = []
         for _ in range(traces_per_line):
@@ -300,11 +303,14 @@ def requests(shape: str, spans: int, spans_per_line: int | None = None) -> Itera
         written += len(line)
 
 
-def write_file(path: Path, shape: str, spans: int, spans_per_line: int | None = None) -> int:
-    """OTLP JSON lines of ``shape`` at ``path``; returns the number of spans written."""
+def write_file(
+    path: Path, shape: str, spans: int, spans_per_line: int | None = None, after_trace: int = 0
+) -> int:
+    """OTLP JSON lines of ``shape`` at ``path`` (traces numbered from ``after_trace + 1``); returns the
+    number of spans written."""
     count = 0
     with path.open("w") as out:
-        for request in requests(shape, spans, spans_per_line):
+        for request in requests(shape, spans, spans_per_line, after_trace):
             out.write(json.dumps(request, separators=(",", ":")) + "\n")
             count += sum(len(ss["spans"]) for rs in request["resourceSpans"] for ss in rs["scopeSpans"])
     return count

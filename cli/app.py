@@ -32,7 +32,13 @@ from agentscope import __version__
 from agentscope.analysis import categories
 from agentscope.analysis.chips import load_presets
 from agentscope.analysis.compare import compare as compare_reports
-from agentscope.analysis.pipeline import blame_store, explain_stored_trace
+from agentscope.analysis.pipeline import (
+    TaskTableError,
+    blame_saved,
+    blame_store,
+    explain_stored_trace,
+    kept_results,
+)
 from agentscope.analysis.probing import calls_in_flight, choose_sizes, fit_profile
 from agentscope.analysis.profiles import CandidateProfile, ProfileError
 from agentscope.analysis.profiles import load_presets as load_profiles
@@ -45,7 +51,7 @@ from agentscope.budget.pipeline import budget_store
 from agentscope.ingest.limits import DEFAULT_MAX_BODY
 from agentscope.store import Store, StoreError, default_store_path
 from agentscope.store.query import PROBE_SERVICE, llm_call_intervals, llm_token_counts
-from agentscope.store.selection import Selection, SelectionError
+from agentscope.store.selection import Selection, SelectionError, format_time, parse_duration, parse_time
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import is_interrupt
 
@@ -97,13 +103,32 @@ def root(
 
 @contextmanager
 def open_store(paths: list[Path] | None, store: Path | None, console: Console) -> Iterator[Store]:
-    """The store to analyse (DESIGN §8), as a snapshot other processes can keep writing beside (§11).
+    """The store to read (DESIGN §8), as a snapshot other processes can keep writing beside (§11).
 
     No PATH: ``--store`` or the default store.  PATHs and no ``--store``: exactly
     those files, loaded into an in-memory store (a single store file is read in
     place).  Both: the PATHs are ingested into ``--store`` first.  Bad input in
     the PATHs is reported, the rest analysed, and the exit code is then 2.
     """
+    with _opened(paths, store, console, snapshot=True) as opened:
+        assert isinstance(opened, Store)  # a snapshot, or the files in memory
+        yield opened
+
+
+@contextmanager
+def open_analysis(
+    paths: list[Path] | None, store: Path | None, console: Console
+) -> Iterator[Store | SharedStore]:
+    """The store to analyse, chosen as :func:`open_store` does: a store file is not copied but answered
+    from its task table, with only what changed analysed (DESIGN §15)."""
+    with _opened(paths, store, console, snapshot=False) as opened:
+        yield opened
+
+
+@contextmanager
+def _opened(
+    paths: list[Path] | None, store: Path | None, console: Console, snapshot: bool
+) -> Iterator[Store | SharedStore]:
     summary = None
     if paths and not (store is None and len(paths) == 1 and _is_store_file(paths[0])):
         if store is None:
@@ -121,8 +146,11 @@ def open_store(paths: list[Path] | None, store: Path | None, console: Console) -
             f"store {target_path} does not exist (run your instrumented agent first, or pass --store)"
         )
     try:
-        with SharedStore(target_path).reading() as opened:
-            yield opened
+        if snapshot:
+            with SharedStore(target_path).reading() as opened:
+                yield opened
+        else:
+            yield SharedStore(target_path)
     except StoreError as exc:
         raise UsageProblem(str(exc)) from exc
     if summary is not None and not summary.ok:
@@ -300,21 +328,70 @@ def export(
         int | None,
         typer.Option("--buckets", min=1, help="Hash buckets of trace ids (default: one per 250k spans)."),
     ] = None,
+    tasks: Annotated[
+        bool, typer.Option("--tasks", help="Write the task table (one row a task) instead of the spans.")
+    ] = False,
 ) -> None:
     """Write the analyzer's columns as Parquet partitioned by bucket, for blame --engine spark."""
     from agentscope.cli.exporting import export_table, export_with_progress  # Arrow datasets: slow to import
 
-    from agentscope.store.export import ExportError
+    from agentscope.store.export import ExportError, export_tasks
 
     if fmt != "parquet":
         raise fail(f"--format {fmt!r}: only parquet is supported")
     console = Console(stderr=True)
+    if tasks:
+        target = store if store is not None else Path(default_store_path())
+        if not target.exists():
+            raise fail(f"store {target} does not exist")
+        shared = SharedStore(target)
+        try:
+            kept_results(shared)  # every trace written since its analysis is analysed: the rows are current
+            written = shared.read(lambda opened: export_tasks(opened, out))
+        except (ExportError, StoreError) as exc:
+            raise fail(str(exc)) from None
+        Console().print(
+            f"exported {written:,} tasks to {out / 'tasks.parquet'} (blame --tasks {out} reads them)"
+        )
+        return
     try:
         with open_store(None, store, console) as opened:
             manifest = export_with_progress(opened, out, buckets, console)
     except (UsageProblem, ExportError, StoreError) as exc:
         raise fail(str(exc)) from None
     Console().print(export_table(manifest, out))
+
+
+@app.command()
+def prune(
+    before: Annotated[
+        str,
+        typer.Option("--before", help="Delete traces that ended before this: ISO time, or 30d, 12h back."),
+    ],
+    store: StoreOption = None,
+    no_compact: Annotated[
+        bool,
+        typer.Option("--no-compact", help="Leave the freed space in the file for later writes to reuse."),
+    ] = False,
+) -> None:
+    """Delete old traces and their task rows, and give the disk back."""
+    try:
+        cutoff = parse_time(before, option="--before")
+    except SelectionError as exc:
+        raise fail(str(exc)) from None
+    target = store if store is not None else Path(default_store_path())
+    if not target.exists():
+        raise fail(f"store {target} does not exist")
+    size = target.stat().st_size
+    try:
+        traces, spans = SharedStore(target).prune(cutoff, compact=not no_compact)
+    except StoreError as exc:
+        raise fail(str(exc)) from None
+    Console().print(
+        f"pruned {traces:,} traces ({spans:,} spans) that ended before {format_time(cutoff)} from {target}; "
+        f"the file: {size / 1e6:,.1f} MB → {target.stat().st_size / 1e6:,.1f} MB",
+        highlight=False,
+    )
 
 
 @app.command()
@@ -366,6 +443,10 @@ def serve(
         ),
     ] = None,
     keep_content: KeepContentOption = False,
+    retain: Annotated[
+        str | None,
+        typer.Option("--retain", help="Delete traces that ended longer ago than this (30d, 12h) as it runs."),
+    ] = None,
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces, protobuf or JSON) into the store."""
     require("serve", "agentscope serve")
@@ -380,8 +461,11 @@ def serve(
         )
     target = store if store is not None else Path(default_store_path())
     try:
-        receiver = Receiver(target, max_body=max_body, token=token or None, keep_content=keep_content)
-    except StoreError as exc:
+        retain_ns = parse_duration(retain, "--retain") if retain else None
+        receiver = Receiver(
+            target, max_body=max_body, token=token or None, keep_content=keep_content, retain_ns=retain_ns
+        )
+    except (StoreError, SelectionError) as exc:
         raise fail(str(exc)) from None
     console = Console(stderr=True)
     guarded = " (bearer token required)" if token else ""
@@ -395,7 +479,8 @@ def serve(
     finally:
         receiver.close()
     spilled = f"; {receiver.writer.spilled:,} spooled for the next writer" if receiver.writer.spilled else ""
-    console.print(f"stopped; {receiver.received:,} spans received{spilled}")
+    pruned = f"; {receiver.writer.pruned_traces:,} old traces pruned" if receiver.writer.pruned_traces else ""
+    console.print(f"stopped; {receiver.received:,} spans received{spilled}{pruned}")
 
 
 @app.command()
@@ -433,6 +518,14 @@ def blame(
         str | None,
         typer.Option("--spark-master", help="Spark master URL (default local[*]; SPARK_REMOTE: Connect)."),
     ] = None,
+    tasks: Annotated[
+        list[Path] | None,
+        typer.Option("--tasks", help="Saved per-task tables (Parquet: export --tasks, --tasks-out) to read."),
+    ] = None,
+    tasks_out: Annotated[
+        str | None,
+        typer.Option("--tasks-out", help="With --engine spark: save the per-task table to this folder."),
+    ] = None,
 ) -> None:
     """Where the p95 goes, and what a faster chip (or anything else) would change."""
     try:
@@ -443,7 +536,22 @@ def blame(
         scenarios, headline = scenarios_for(speedup or [], chip)
         targets = targets_for(target or [])
         selection = selection_of(task, service, since, until)
-        if engine == "spark":
+        if tasks_out is not None and engine != "spark":
+            raise UsageProblem(
+                "--tasks-out saves a Spark run's per-task table (agentscope export --tasks: a store's)"
+            )
+        if tasks:
+            if paths or store is not None or engine == "spark" or no_repair or targets:
+                raise UsageProblem(
+                    "--tasks reads saved task tables alone: no PATH, --store, --engine spark, --no-repair or "
+                    "--target (those analyse spans)"
+                )
+            missing = [str(path) for path in tasks if not path.exists()]
+            if missing:
+                raise UsageProblem(f"--tasks: no such file or folder: {', '.join(missing)}")
+            where = ", ".join(map(str, tasks))
+            report = blame_saved(tasks, scenarios, percentile, headline, selection)
+        elif engine == "spark":
             if not paths or store is not None:
                 raise UsageProblem("--engine spark reads Parquet PATHs (agentscope export), not --store")
             if service or since or until:
@@ -453,10 +561,10 @@ def blame(
                 )
             where = ", ".join(map(str, paths))
             report = blame_parquet(
-                paths, scenarios, percentile, task, headline, not no_repair, targets, spark_master
+                paths, scenarios, percentile, task, headline, not no_repair, targets, spark_master, tasks_out
             )
         else:
-            with open_store(paths, store, Console(stderr=True)) as opened:
+            with open_analysis(paths, store, Console(stderr=True)) as opened:
                 report = blame_store(
                     opened,
                     scenarios,
@@ -467,7 +575,7 @@ def blame(
                     selection=selection,
                 )
                 where = opened.path
-    except (UsageProblem, SparkProblem) as exc:
+    except (UsageProblem, SparkProblem, TaskTableError) as exc:
         raise fail(str(exc)) from None
     if report is None:
         raise fail(
@@ -528,7 +636,7 @@ def budget(
         scenarios, headline = scenarios_for(speedup or [], chip)
         targets = targets_for(target or [])
         selection = selection_of(task, service, since, until)
-        with open_store(paths, store, Console(stderr=True)) as opened:
+        with open_analysis(paths, store, Console(stderr=True)) as opened:
             document = budget_store(
                 opened,
                 catalog,
@@ -627,12 +735,12 @@ def compare(
         sides = [_compare_side(role, text, task, service, since, until) for role, text in named]
         reports = []
         with ExitStack() as stack:
-            opened: dict[Path | None, Store] = {}  # two windows of one store read one snapshot
+            opened: dict[Path | None, Store | SharedStore] = {}
             for (role, text), (source, selection) in zip(named, sides):
                 if source not in opened:
                     paths = None if source is None else [source]
                     opened[source] = stack.enter_context(
-                        open_store(paths, store if paths is None else None, console)
+                        open_analysis(paths, store if paths is None else None, console)
                     )
                 report = blame_store(
                     opened[source], percentile=percentile, repair=not no_repair, selection=selection

@@ -119,8 +119,10 @@ def blame_parquet(
     repair: bool,
     targets: Sequence[CandidateProfile],
     master: str | None,
+    tasks_out: str | None = None,
 ) -> dict[str, Any] | None:
-    """The blame report of the Parquet spans at ``paths`` (folders or files, local or object storage)."""
+    """The blame report of the Parquet spans at ``paths`` (folders or files, local or object storage);
+    the per-task table saved to ``tasks_out`` first, if given."""
     engine = _engine()
     local = [path for path in paths if "://" not in str(path)]
     missing = [str(path) for path in local if not path.exists()]
@@ -137,6 +139,7 @@ def blame_parquet(
             headline=headline,
             repair=repair,
             targets=targets,
+            tasks_out=tasks_out,
         )
     except Exception as exc:
         raise SparkProblem(

@@ -98,19 +98,33 @@ class StoreView:
         except StoreError as exc:
             raise Problem(str(exc), 503) from None
 
+    def _analyse(self, work: Callable[[SharedStore], Any]) -> Any:
+        """``work`` on the store file itself, which answers from its task table (no snapshot)."""
+        if not self.path.exists():
+            raise Problem(f"store {self.path} does not exist yet", 404)
+        try:
+            return work(self.shared)
+        except StoreError as exc:
+            raise Problem(str(exc), 503) from None
+
     def results(self, selection: Selection, repair: bool) -> list[TaskResult]:
         variants = report.variants(report.DEFAULT_SCENARIOS)
         return self._remember(
             ("results", selection, repair),
-            lambda: self._read(lambda s: task_results(s, variants, repair=repair, selection=selection)),
+            lambda: self._analyse(lambda s: task_results(s, variants, repair=repair, selection=selection)),
         )
 
-    def budget(self, selection: Selection, repair: bool, tasks_per_month: float) -> dict[str, Any] | None:
+    def budget(
+        self, selection: Selection, repair: bool, tasks_per_month: float, with_targets: bool = True
+    ) -> dict[str, Any] | None:
+        """The budget document; ``with_targets=False`` leaves the candidates out, so that it is answered
+        from the task table (a candidate's prediction reads the spans of every selected trace)."""
+        targets = self.targets if with_targets else ()
         return self._remember(
-            ("budget", selection, repair, tasks_per_month),
-            lambda: self._read(
+            ("budget", selection, repair, tasks_per_month, with_targets),
+            lambda: self._analyse(
                 lambda s: budget_store(
-                    s, self.catalog, tasks_per_month, repair=repair, targets=self.targets, selection=selection
+                    s, self.catalog, tasks_per_month, repair=repair, targets=targets, selection=selection
                 )
             ),
         )
@@ -126,7 +140,11 @@ class StoreView:
         return self._remember(("trace", trace_id, selection, repair), lambda: self._read(work))
 
     def overview(self) -> dict[str, Any]:
-        return self._remember(("overview",), lambda: self._read(store_overview))
+        def work(shared: SharedStore) -> dict[str, Any]:
+            self.results(Selection(), True)  # the task table current (and the overview's blame cached)
+            return shared.answer(store_overview)
+
+        return self._remember(("overview",), lambda: self._analyse(work))
 
 
 def _selection(request: Request) -> tuple[Selection, bool]:
@@ -264,7 +282,10 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
 
     def budget(request: Request) -> dict[str, Any]:
         selection, repair = _selection(request)
-        document = view.budget(selection, repair, _number(request, "tasks_per_month", 10_000, 0, 1e12))
+        with_targets = request.query_params.get("targets", "1") not in ("0", "false", "no")
+        document = view.budget(
+            selection, repair, _number(request, "tasks_per_month", 10_000, 0, 1e12), with_targets
+        )
         if document is None:
             raise Problem(f"no tasks{selection.describe()} in {store}", 404)
         return document

@@ -331,3 +331,44 @@ def test_buckets_without_tasks_give_the_duckdb_report(spark, demo_store, tmp_pat
     frame = spark.read.parquet(str(out))
     assert spark_tasks(engine.task_results(frame)) == duck_tasks
     assert engine.blame(frame) == duck
+
+
+def test_a_spark_runs_task_tables_and_the_stores_give_the_stores_report_without_spark(varied, tmp_path):
+    """A daily Spark job saves its per-task table (``--tasks-out``); ``blame --tasks`` over the days' tables
+    prints, with no Spark, what ``blame --store`` prints, as it does over the store's own exported table."""
+    _require_spark()
+    out = tmp_path / "spans"
+    assert cli("export", "--store", str(varied), "--out", str(out), "--buckets", "2").returncode == 0
+    for day in (0, 1):  # each bucket stands for one day's traces
+        run = cli(
+            "blame",
+            "--engine",
+            "spark",
+            str(out / f"bucket={day}"),
+            "--spark-master",
+            "local[2]",
+            "--tasks-out",
+            str(tmp_path / f"tasks-{day}"),
+            "--format",
+            "json",
+        )
+        assert run.returncode == 0, run.stderr
+    on_store = json.loads(cli("blame", "--store", str(varied), "--format", "json").stdout)
+    days = cli(
+        "blame",
+        "--tasks",
+        str(tmp_path / "tasks-0"),
+        "--tasks",
+        str(tmp_path / "tasks-1"),
+        "--format",
+        "json",
+    )
+    assert days.returncode == 0, days.stderr
+    assert json.loads(days.stdout) == on_store
+    exported = cli("export", "--tasks", "--store", str(varied), "--out", str(tmp_path / "kept"))
+    assert exported.returncode == 0 and "400 tasks" in exported.stdout, exported.stderr
+    kept = cli("blame", "--tasks", str(tmp_path / "kept"), "--task", "triage", "--format", "json")
+    on_store_triage = cli("blame", "--store", str(varied), "--task", "triage", "--format", "json")
+    assert json.loads(kept.stdout) == json.loads(on_store_triage.stdout)
+    no_services = cli("blame", "--tasks", str(tmp_path / "tasks-0"), "--service", "svc")
+    assert no_services.returncode == 2 and "name no services" in no_services.stderr

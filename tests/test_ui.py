@@ -159,6 +159,11 @@ def test_the_api_gives_the_cli_documents(server, store):
     tasks = get(server + "/api/tasks?limit=5&offset=0")[1]
     durations = [t["duration_ms"] for t in tasks["tasks"]]
     assert tasks["count"] == 301 and durations == sorted(durations, reverse=True)
+    curve_only = get(server + "/api/budget?targets=0")[1]
+    assert curve_only == cli_json("budget", "--store", str(store))  # no candidate: from the task table
+    overview = get(server + "/api/overview")[1]
+    assert overview["task_names"] == get(server + "/api/blame")[1]["tasks"]["names"]
+    assert overview["traces"] >= 301 and overview["services"]
 
 
 def test_every_page_renders_without_errors_and_from_the_app_alone(page):

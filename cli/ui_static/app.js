@@ -194,7 +194,9 @@ function whatifTable(rows) {
 
 async function overviewPage(params) {
   const selection = selectionOf(params);
-  const [blame, budget] = await Promise.all([api("/api/blame", selection), api("/api/budget", selection)]);
+  const curveOnly = new URLSearchParams(selection);
+  curveOnly.set("targets", "0"); // the curve and the histogram: no candidate, so the task table answers
+  const [blame, budget] = await Promise.all([api("/api/blame", selection), api("/api/budget", curveOnly)]);
   const latency = blame.latency_ms;
   const kpi = (label, value) => el("div", { class: "kpi" }, el("div", { class: "value", text: value }), el("div", { class: "label", text: label }));
   show(

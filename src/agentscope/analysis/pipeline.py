@@ -8,19 +8,24 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import zlib
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from multiprocessing.context import BaseContext
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
+import duckdb
 import pyarrow as pa
 
 from agentscope.analysis import report
 from agentscope.analysis.batch import REQUIRED, SpanBatch
 from agentscope.analysis.profiles import CandidateProfile
+from agentscope.analysis.rows import results_from_table, results_table
 from agentscope.analysis.tasks import (
+    ANALYSIS_VERSION,
     TaskResult,
     TraceExplanation,
     analyze,
@@ -32,8 +37,11 @@ from agentscope.analysis.tasks import (
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.query import span_batches, trace_spans
+from agentscope.store.schema import SCHEMA_VERSION
 from agentscope.store.selection import Selection
-from agentscope.store.store import Store
+from agentscope.store.shared import SharedStore, StoreBusy
+from agentscope.store.store import Store, StoreError
+from agentscope.store.tasks import changed_traces, selected_rows, span_count_of, trace_services, write_rows
 
 PARALLEL_MIN_SPANS = 200_000
 """Below this many spans, starting worker processes costs more than it saves."""
@@ -41,7 +49,12 @@ PARALLEL_MIN_SPANS = 200_000
 
 def default_workers(store: Store) -> int:
     """One worker per core for large stores, else analyse in this process."""
-    return (os.cpu_count() or 1) if store.span_count() >= PARALLEL_MIN_SPANS else 1
+    return _workers_for(store.span_count())
+
+
+def _workers_for(spans: int) -> int:
+    """One worker per core for this many spans, if they are many; else this process alone."""
+    return (os.cpu_count() or 1) if spans >= PARALLEL_MIN_SPANS else 1
 
 
 def _without_empty_columns(batch: pa.Table) -> pa.Table:
@@ -69,7 +82,7 @@ def _worker_context() -> BaseContext:
 
 
 def task_results(
-    store: Store,
+    store: Store | SharedStore,
     variants: Sequence[Mapping[str, float]] = (),
     task_name: str | None = None,
     workers: int | None = None,
@@ -77,49 +90,235 @@ def task_results(
     targets: Sequence[CandidateProfile] = (),
     selection: Selection | None = None,
 ) -> list[TaskResult]:
-    """Every task in the store, or those named ``task_name`` and kept by ``selection``.
+    """Every task in the store, or those named ``task_name`` and kept by ``selection``, ordered by trace
+    and span id.
 
-    The selection is pushed into the store query (only traces that may hold a
-    selected task are read), then checked exactly on each task.  Batches of
-    whole traces are independent, so with ``workers`` > 1 they are analysed in
-    worker processes, at most one batch ahead of each worker.
+    A shared store file answers from its task table (:func:`kept_results`); an open store is analysed
+    whole.  The selection is pushed into the store query (only traces that may hold a selected task
+    are read), then checked exactly on each task.
     """
     if task_name is not None:
         selection = replace(selection or Selection(), task=task_name)
-    name = selection.task if selection else None
+    if isinstance(store, SharedStore):
+        return kept_results(store, variants, workers, repair, targets, selection)
     workers = default_workers(store) if workers is None else workers
-    results: list[TaskResult] = []
-    if workers <= 1:
-        for batch in span_batches(store, selection):
-            results.extend(analyze(batch, variants, task_name=name, repair=repair, targets=targets))
-    else:
-        with (
-            ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context()) as pool,
-            collector_paused(),
-        ):
-            pending: deque[Future[list[TaskResult]]] = deque()
-            for batch in span_batches(store, selection):
-                pending.append(
-                    pool.submit(
-                        analyze_by_field,
-                        _without_empty_columns(batch),
-                        variants,
-                        task_name=name,
-                        repair=repair,
-                        targets=targets,
-                    )
-                )
-                while len(pending) > workers:
-                    results.extend(map(TaskResult, *pending.popleft().result()))
-            while pending:
-                results.extend(map(TaskResult, *pending.popleft().result()))
+    batches = span_batches(store, selection)
+    results = analysed(batches, variants, selection.task if selection else None, workers, repair, targets)
     if selection:
         results = [r for r in results if selection.admits(r.name, r.start_ns)]
+    return _ordered(results)
+
+
+def _ordered(results: list[TaskResult]) -> list[TaskResult]:
+    """One order for every way of getting the same tasks (a report's ties, a budget's model order)."""
+    results.sort(key=lambda r: (r.trace_id or "", r.span_id))
     return results
 
 
+def analysed(
+    batches: Iterable[pa.Table],
+    variants: Sequence[Mapping[str, float]],
+    task_name: str | None,
+    workers: int,
+    repair: bool,
+    targets: Sequence[CandidateProfile],
+) -> list[TaskResult]:
+    """The tasks of batches of whole traces.  Batches are independent, so with ``workers`` > 1 they are
+    analysed in worker processes, at most one batch ahead of each worker."""
+    results: list[TaskResult] = []
+    if workers <= 1:
+        for batch in batches:
+            results.extend(analyze(batch, variants, task_name=task_name, repair=repair, targets=targets))
+        return results
+    with (
+        ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context()) as pool,
+        collector_paused(),
+    ):
+        pending: deque[Future[list[TaskResult]]] = deque()
+        for batch in batches:
+            pending.append(
+                pool.submit(
+                    analyze_by_field,
+                    _without_empty_columns(batch),
+                    variants,
+                    task_name=task_name,
+                    repair=repair,
+                    targets=targets,
+                )
+            )
+            while len(pending) > workers:
+                results.extend(map(TaskResult, *pending.popleft().result()))
+        while pending:
+            results.extend(map(TaskResult, *pending.popleft().result()))
+    return results
+
+
+ROW_VARIANTS = report.variants(report.ROW_SCENARIOS)
+"""The what-if times every row of the task table carries, in this order."""
+ROW_VERSION = f"{ANALYSIS_VERSION}/{zlib.crc32(repr(ROW_VARIANTS).encode()):08x}"
+"""A row's analysis version: the analysis' own, and which what-ifs it keeps (rows of another are redone)."""
+LIVE_READ_MAX_SPANS = 200_000
+"""Changed spans read from the store itself under the shared lock, at most; past that (a first
+analysis, a large ingest) they are read from a snapshot, so that writers are not kept out for long."""
+ROW_WRITE_WAIT_S = 1.0
+"""How long a reader waits to write its new rows back; a reader that cannot leaves them to the next."""
+
+
+def _picks(
+    variants: Sequence[Mapping[str, float]], repair: bool, targets: Sequence[object]
+) -> list[int] | None:
+    """Where each of ``variants`` is among a row's what-if times; None when rows cannot answer."""
+    if not repair or targets:
+        return None
+    picks = []
+    for variant in variants:
+        found = next((i for i, kept in enumerate(ROW_VARIANTS) if dict(kept) == dict(variant)), None)
+        if found is None:
+            return None
+        picks.append(found)
+    return picks
+
+
+class _Kept(NamedTuple):
+    """What a reader reads of the store for :func:`kept_results`."""
+
+    changed: pa.Table
+    """(trace_id, seq) of the traces written since their rows were kept."""
+    rows: pa.Table
+    """The selected rows of every other trace."""
+    services: dict[str, list[str]]
+    """The changed traces' services."""
+    batches: list[pa.Table] | None
+    """The changed traces' spans, or None when there are more than a read under the lock takes."""
+
+
+def kept_results(
+    shared: SharedStore,
+    variants: Sequence[Mapping[str, float]] = (),
+    workers: int | None = None,
+    repair: bool = True,
+    targets: Sequence[CandidateProfile] = (),
+    selection: Selection | None = None,
+) -> list[TaskResult]:
+    """The selected tasks of a shared store file from its task table (DESIGN §15).
+
+    Only the traces written since their rows were kept are analysed (and their rows written back, if
+    the file can be had within ``ROW_WRITE_WAIT_S``); every other task is read from its row.  What rows
+    cannot answer (another what-if, a target, ``repair=False``) is analysed on demand from a snapshot.
+    """
+    picks = _picks(variants, repair, targets)
+    if picks is None:
+        with shared.reading() as store:
+            return task_results(store, variants, None, workers, repair, targets, selection)
+    try:
+        kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True))
+        if kept is None:  # spans written outside agentscope's writers: every trace is analysed again
+            with shared.writing(ROW_WRITE_WAIT_S) as store:
+                store.mark_all_written()
+            kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True))
+    except (StoreBusy, OSError):  # busy, or an older store in a folder this process cannot write
+        kept = None
+    if kept is not None and kept.batches is not None:
+        fresh = analysed(kept.batches, ROW_VARIANTS, None, workers or 1, True, ())
+    else:
+        with shared.reading() as store:  # a snapshot, since the file is busy or the change is large
+            if store.version < SCHEMA_VERSION or store.unmarked_writes():  # no table to answer from
+                return task_results(store, variants, None, workers, repair, targets, selection)
+            kept = kept or _read_kept(store, selection, picks, live=False)
+            spans = span_count_of(store, kept.changed)
+            workers = _workers_for(spans) if workers is None else workers
+            batches = span_batches(store, traces=kept.changed, spans=spans)
+            fresh = analysed(batches, ROW_VARIANTS, None, workers, True, ())
+    if len(kept.changed):
+        _write_back(shared, kept.changed, fresh, kept.services)
+    results = results_from_table(kept.rows)  # their what-ifs picked by the query
+    for result in fresh:
+        if selection is None or (
+            selection.admits(result.name, result.start_ns)
+            and (
+                selection.service is None or selection.service in kept.services.get(result.trace_id or "", ())
+            )
+        ):
+            result.whatif_ns = [result.whatif_ns[i] for i in picks]
+            results.append(result)
+    return _ordered(results)
+
+
+class TaskTableError(ValueError):
+    """Saved task tables that cannot answer: the message says which and why."""
+
+
+def saved_results(
+    paths: Sequence[Path],
+    variants: Sequence[Mapping[str, float]] = (),
+    selection: Selection | None = None,
+) -> list[TaskResult]:
+    """The selected tasks of per-task tables saved as Parquet (files or folders of them): the store's
+    (``agentscope export --tasks``) or a Spark run's (``blame --engine spark --tasks-out``).
+
+    Tables add up, so a month of daily tables answers for the month without a span read again.  Their
+    what-if times must hold ``variants``; a Spark run's keeps the scenarios it was run with.
+    """
+    files = [str(path / "**" / "*.parquet") if path.is_dir() else str(path) for path in paths]
+    with Store(None) as store:
+        try:
+            store.con.execute(
+                "INSERT INTO tasks BY NAME SELECT * FROM read_parquet(?, union_by_name = true)",
+                [files],
+            )
+        except duckdb.Error as exc:
+            raise TaskTableError(f"cannot read task tables {', '.join(map(str, paths))}: {exc}") from None
+        unnamed = "SELECT count(*) FROM tasks WHERE services IS NULL"
+        if selection is not None and selection.service is not None and store.scalar(unnamed):
+            raise TaskTableError("--service: these task tables name no services (a Spark run's do not)")
+        results = results_from_table(selected_rows(store, selection))
+    picks = _picks(variants, True, ())
+    kept = min((len(r.whatif_ns) for r in results), default=len(ROW_VARIANTS))
+    if picks is None or any(i >= kept for i in picks):
+        raise TaskTableError("the task tables do not hold these what-if scenarios: analyse the spans instead")
+    for result in results:
+        result.whatif_ns = [result.whatif_ns[i] for i in picks]
+    return _ordered(results)
+
+
+def _read_kept(store: Store, selection: Selection | None, picks: list[int], live: bool) -> _Kept | None:
+    """The changed traces, the other traces' selected rows (with the ``picks`` of their what-ifs) and,
+    ``live``, the changed traces' spans; None when spans were written by other means than
+    agentscope's writers, which marked no trace."""
+    if store.unmarked_writes():
+        return None
+    changed = changed_traces(store, ROW_VERSION)
+    rows = selected_rows(store, selection, changed, picks)
+    if not len(changed):
+        return _Kept(changed, rows, {}, [])
+    services = trace_services(store, changed)
+    spans = span_count_of(store, changed) if live else LIVE_READ_MAX_SPANS + 1
+    if spans > LIVE_READ_MAX_SPANS:
+        return _Kept(changed, rows, services, None)
+    return _Kept(changed, rows, services, list(span_batches(store, traces=changed, spans=spans)))
+
+
+def _write_back(
+    shared: SharedStore, changed: pa.Table, fresh: list[TaskResult], services: dict[str, list[str]]
+) -> None:
+    """Keep the fresh rows; a store that cannot be written now (busy, read-only) keeps its old ones."""
+    per_trace: dict[str, int] = {}
+    for result in fresh:
+        per_trace[result.trace_id or ""] = per_trace.get(result.trace_id or "", 0) + 1
+    ids = changed.column("trace_id").to_pylist()
+    analysed_traces = pa.table(
+        {"trace_id": ids, "seq": changed.column("seq"), "tasks": [per_trace.get(t, 0) for t in ids]}
+    )
+    rows = results_table(fresh, [services.get(r.trace_id or "", []) for r in fresh])
+    try:
+        with shared.writing(ROW_WRITE_WAIT_S) as store:
+            write_rows(store, rows, analysed_traces, ROW_VERSION)
+    except (StoreError, OSError, duckdb.Error):
+        return
+
+
 def blame_store(
-    store: Store,
+    store: Store | SharedStore,
     scenarios: Sequence[Scenario] = report.DEFAULT_SCENARIOS,
     percentile: float = 95,
     task_name: str | None = None,
@@ -141,6 +340,19 @@ def blame_store(
         if not results:
             return None
         return report.blame(results, scenarios, percentile, headline, targets)
+
+
+def blame_saved(
+    paths: Sequence[Path],
+    scenarios: Sequence[Scenario] = report.DEFAULT_SCENARIOS,
+    percentile: float = 95,
+    headline: Scenario | None = None,
+    selection: Selection | None = None,
+) -> dict[str, Any] | None:
+    """The ``agentscope.blame/v1`` report of saved per-task tables (:func:`saved_results`), or None when
+    they hold no selected task."""
+    results = saved_results(paths, report.variants(scenarios), selection)
+    return report.blame(results, scenarios, percentile, headline) if results else None
 
 
 def explain_stored_trace(

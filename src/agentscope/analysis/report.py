@@ -25,6 +25,17 @@ DEFAULT_SCENARIOS = (
     Scenario("inference x3.6", {"inference": 3.6}),
     Scenario("inference x∞", {"inference": math.inf}),
 )
+CURVE_FACTORS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, math.inf)
+"""Inference speedups the budget's what-if curve is simulated at (∞ is the Amdahl limit)."""
+
+
+def curve_scenarios() -> list[Scenario]:
+    return [Scenario(f"inference x{f:g}", {"inference": f}) for f in CURVE_FACTORS]
+
+
+ROW_SCENARIOS = (*DEFAULT_SCENARIOS, *curve_scenarios())
+"""The scenarios whose what-if times the task table keeps for every task: blame's defaults and the
+budget's curve.  Any other scenario is simulated on demand."""
 WINDOW = 2.5
 TOP_OPERATIONS = 20
 

@@ -25,6 +25,10 @@ from agentscope.analysis.targets import target_overrides
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Job, Resimulation, reductions
 
+ANALYSIS_VERSION = 1
+"""Raise it when a change to the analysis changes any task's result: the task table's rows of an older
+version are then analysed again (DESIGN §15)."""
+
 
 @dataclass(slots=True)
 class TaskResult:

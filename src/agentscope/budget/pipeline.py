@@ -14,11 +14,12 @@ from agentscope.analysis.whatif import Scenario
 from agentscope.budget import report as budget_report
 from agentscope.budget.catalog import Catalog
 from agentscope.store.selection import Selection
+from agentscope.store.shared import SharedStore
 from agentscope.store.store import Store
 
 
 def budget_store(
-    store: Store,
+    store: Store | SharedStore,
     catalog: Catalog,
     tasks_per_month: float,
     *,
@@ -37,7 +38,7 @@ def budget_store(
     task names gets, beside the total, one document per task type under
     ``task_types`` (each projected to its share of ``tasks_per_month``).
     """
-    curve = budget_report.curve_scenarios()
+    curve = report.curve_scenarios()
     results = task_results(
         store,
         report.variants([*scenarios, *curve]),

@@ -14,13 +14,10 @@ from typing import Any
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank
 from agentscope.analysis.tasks import TaskResult
-from agentscope.analysis.whatif import Scenario
 from agentscope.budget import costs
 from agentscope.budget.catalog import HOURS_PER_MONTH, Catalog, PerTokenOption
 
 SCHEMA = "agentscope.budget/v1"
-CURVE_FACTORS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, math.inf)
-"""Inference speedups the what-if curve is simulated at (∞ is the Amdahl limit)."""
 
 METHOD = (
     "Each task's critical path — the chain of spans its end waited on — was cut into eight categories "
@@ -34,10 +31,6 @@ METHOD = (
     "A break-even volume is the monthly token count at which a per-token option costs as much as renting "
     "a fixed option all month; whether that hardware could serve the volume is not modelled.",
 )
-
-
-def curve_scenarios() -> list[Scenario]:
-    return [Scenario(f"inference x{f:g}", {"inference": f}) for f in CURVE_FACTORS]
 
 
 def _iso(ns: int) -> str:

@@ -20,7 +20,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,6 +28,7 @@ from agentscope.analysis import categories as C
 from agentscope.analysis import report
 from agentscope.analysis.batch import REQUIRED
 from agentscope.analysis.profiles import CandidateProfile
+from agentscope.analysis.rows import columns_of, results_from_table
 from agentscope.analysis.tasks import TaskResult, analyze
 from agentscope.analysis.whatif import Scenario
 
@@ -46,22 +46,6 @@ TASK_SCHEMA = (
     "repaired int, calls_without_tokens int"
 )
 """The per-task table: ``TaskResult``'s fields; ``operations`` and ``models`` as JSON objects."""
-
-_SCALARS = (
-    "trace_id",
-    "span_id",
-    "name",
-    "start_ns",
-    "duration_ns",
-    "accepted",
-    "serial_llm_calls",
-    "llm_calls",
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "repaired",
-    "calls_without_tokens",
-)
 
 
 def session(master: str | None = None, app_name: str = "agentscope") -> SparkSession:
@@ -115,23 +99,8 @@ def _rows(results: Sequence[TaskResult]) -> pd.DataFrame:
     """The per-task table of one bucket; every column is of Python objects, so that a bucket without
     tasks gives empty columns Arrow can convert to ``TASK_SCHEMA`` (pandas would make them float64,
     which Arrow cannot turn into ``array<double>``)."""
-    frame: dict[str, list[Any]] = {name: [getattr(r, name) for r in results] for name in _SCALARS}
-    frame["components"] = [list(r.components) for r in results]
-    frame["whatif_ns"] = [list(r.whatif_ns) for r in results]
-    frame["operations"] = [orjson.dumps(r.operations).decode() for r in results]
-    frame["models"] = [orjson.dumps(r.models).decode() for r in results]
+    frame = columns_of(results)
     return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in frame.items()})
-
-
-def _result(row: dict[str, Any]) -> TaskResult:
-    scalars = {name: row[name] for name in _SCALARS}
-    return TaskResult(
-        **scalars,
-        components=list(row["components"]),
-        whatif_ns=list(row["whatif_ns"]),
-        operations={label: tuple(op) for label, op in orjson.loads(row["operations"]).items()},
-        models=orjson.loads(row["models"]),
-    )
 
 
 def _group_key(df: DataFrame, buckets: int | None) -> Column:
@@ -178,7 +147,7 @@ def task_results(
 
 def collect_results(tasks: DataFrame) -> list[TaskResult]:
     """The per-task table on the driver, as ``TaskResult`` objects (for ``report.blame`` or pricing)."""
-    return [_result(row) for row in tasks.toArrow().to_pylist()]
+    return results_from_table(tasks.toArrow())
 
 
 def _approximate_population(
@@ -246,9 +215,18 @@ def blame(
     targets: Sequence[CandidateProfile] = (),
     buckets: int | None = None,
     exact_max_tasks: int = EXACT_MAX_TASKS,
+    tasks_out: str | None = None,
 ) -> dict[str, Any] | None:
-    """The ``agentscope.blame/v1`` report of the spans in ``df``; None when they hold no task."""
+    """The ``agentscope.blame/v1`` report of the spans in ``df``; None when they hold no task.
+
+    With ``tasks_out`` (a folder, local or in object storage), the per-task table is saved there as
+    Parquet first, and the report is made from what was saved: ``agentscope blame --tasks`` over that
+    folder, or over a month of such folders, gives the same report without Spark.
+    """
     tasks = task_results(df, scenarios, task_name=task_name, repair=repair, targets=targets, buckets=buckets)
+    if tasks_out is not None:
+        tasks.write.mode("overwrite").parquet(tasks_out)
+        tasks = df.sparkSession.read.parquet(tasks_out)
     return blame_tasks(
         tasks, scenarios, percentile, headline=headline, targets=targets, exact_max_tasks=exact_max_tasks
     )

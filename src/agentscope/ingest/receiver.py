@@ -21,6 +21,7 @@ import asyncio
 import hmac
 import queue
 import threading
+import time
 import zlib
 from concurrent.futures import Future
 from pathlib import Path
@@ -56,15 +57,42 @@ class BodyTooLarge(Exception):
     pass
 
 
-class StoreWriter:
-    """The one thread that writes received rows into the store, many requests per insert."""
+def prune_every_s(retain_ns: int) -> float:
+    """How often ``serve --retain`` prunes: a hundredth of the retention, between 1 s and 10 min (a
+    prune scans every span's trace and end)."""
+    return min(max(retain_ns / 1e9 / 100, 1.0), 600.0)
 
-    def __init__(self, store: Store | SharedStore) -> None:
+
+class StoreWriter:
+    """The one thread that writes received rows into the store, many requests per insert; with
+    ``retain_ns``, it also deletes the traces that ended longer ago than that (``serve --retain``)."""
+
+    def __init__(self, store: Store | SharedStore, retain_ns: int | None = None) -> None:
         self.store = store
         self.spilled = 0
+        self.retain_ns = retain_ns
+        self.pruned_traces = 0
+        self._next_prune = 0.0
         self._queue: queue.Queue[tuple[list[tuple], Future[int]] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="agentscope-receiver-writer", daemon=True)
         self._thread.start()
+
+    def _prune_if_due(self) -> None:
+        if self.retain_ns is None or time.monotonic() < self._next_prune:
+            return
+        self._next_prune = time.monotonic() + prune_every_s(self.retain_ns)
+        before = time.time_ns() - self.retain_ns
+        try:
+            if isinstance(self.store, Store):
+                traces, _ = self.store.prune(before)
+            else:
+                traces, _ = self.store.prune(before, timeout_s=STORE_WAIT_S)
+        except StoreBusy:
+            return  # next time
+        except Exception as exc:
+            report("pruning the store", exc, internal=False)
+            return
+        self.pruned_traces += traces
 
     def submit(self, rows: list[tuple]) -> Future[set[tuple[str, str]]]:
         """Queue one request's rows; the future gives those already stored with other content."""
@@ -74,7 +102,11 @@ class StoreWriter:
 
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            self._prune_if_due()
+            try:
+                item = self._queue.get(timeout=None if self.retain_ns is None else 1.0)
+            except queue.Empty:
+                continue
             if item is None:
                 return
             batch = [item]
@@ -186,6 +218,7 @@ class Receiver:
         max_body: int = DEFAULT_MAX_BODY,
         token: str | None = None,
         keep_content: bool = False,
+        retain_ns: int | None = None,
     ) -> None:
         if store_path is None:
             self.store: Store | SharedStore = Store(None)
@@ -193,7 +226,7 @@ class Receiver:
             self.store = SharedStore(store_path)
             with self.store.writing(STORE_WAIT_S):  # create it now, and fail now if it cannot be written
                 pass
-        self.writer = StoreWriter(self.store)
+        self.writer = StoreWriter(self.store, retain_ns)
         self.token = token
         self.max_body = max_body
         self.keep_content = keep_content

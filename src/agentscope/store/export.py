@@ -22,7 +22,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from agentscope.store.query import ANALYSIS_SELECT, APP_SPANS
-from agentscope.store.store import Store
+from agentscope.store.store import Store, quoted_path
 
 MANIFEST = "_agentscope_manifest.json"
 MANIFEST_SCHEMA = "agentscope.export/v1"
@@ -77,6 +77,23 @@ def _prepare(out: Path) -> None:
             raise ExportError(f"{out} is not empty and holds no agentscope export; pick a new folder")
         shutil.rmtree(out)
     out.mkdir(parents=True)
+
+
+TASKS_FILE = "tasks.parquet"
+TASKS_SCHEMA = "agentscope.tasks/v1"
+
+
+def export_tasks(store: Store, out: Path) -> int:
+    """Write the store's task table to ``out/tasks.parquet`` (zstd; ``blame --tasks`` reads it, as it
+    reads a Spark run's); returns the tasks written.  The table must be current: read it first."""
+    _prepare(out)
+    store.con.execute(
+        f"COPY (SELECT * FROM tasks ORDER BY start_ns) TO '{quoted_path(out / TASKS_FILE)}' "
+        "(FORMAT parquet, COMPRESSION zstd)"
+    )
+    count = int(store.scalar("SELECT count(*) FROM tasks"))
+    (out / MANIFEST).write_text(json.dumps({"schema": TASKS_SCHEMA, "tasks": count}, indent=2) + "\n")
+    return count
 
 
 def export_parquet(

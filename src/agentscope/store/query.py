@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from itertools import pairwise
 from typing import Any
 
@@ -127,19 +128,51 @@ spans took 1.34-1.44 CPU-s in five queries of four buckets split with Arrow (378
 in two sorted queries (590 MB) and 1.09-1.20 in one (750 MB)."""
 
 
-def buckets_for(store: Store) -> int:
-    """How many hash buckets keep each batch near ``SPANS_PER_BUCKET`` spans."""
-    return max(1, math.ceil(store.span_count() / SPANS_PER_BUCKET))
+def buckets_for(store: Store, spans: int | None = None) -> int:
+    """How many hash buckets keep each batch near ``SPANS_PER_BUCKET`` spans (of ``spans``, or of the
+    whole store)."""
+    return max(1, math.ceil((store.span_count() if spans is None else spans) / SPANS_PER_BUCKET))
 
 
-def span_batches(store: Store, selection: Selection | None = None) -> Iterator[pa.Table]:
+IN_REGISTERED = "trace_id IN (SELECT trace_id FROM agentscope_traces)"
+"""The spans of the traces registered as ``agentscope_traces`` (:func:`registered`)."""
+
+
+@contextmanager
+def registered(store: Store, traces: pa.Table) -> Iterator[None]:
+    """``traces`` (a table with a ``trace_id`` column) visible to SQL as ``agentscope_traces`` for the
+    block; spans queries select on it with ``trace_id IN (SELECT trace_id FROM agentscope_traces)``."""
+    store.con.register("agentscope_traces", traces)
+    try:
+        yield
+    finally:
+        store.con.unregister("agentscope_traces")
+
+
+def span_batches(
+    store: Store, selection: Selection | None = None, traces: pa.Table | None = None, spans: int | None = None
+) -> Iterator[pa.Table]:
     """Every trace in the store (or those ``selection`` may keep), as Arrow batches of whole traces.
 
-    Within a batch, spans keep the order they were stored in: the walk breaks ties between spans of
-    equal times by it, so every read of a store gives the same answers."""
-    buckets = buckets_for(store)
+    With ``traces`` (a table with a ``trace_id`` column), only those traces; ``spans`` is their span
+    count, if known.  Within a batch, spans keep the order they were stored in: the walk breaks ties
+    between spans of equal times by it, so every read of a store gives the same answers."""
+    if traces is None:
+        yield from _batches(store, selection, "TRUE", buckets_for(store))
+        return
+    with registered(store, traces):
+        spans = span_count(store, IN_REGISTERED) if spans is None else spans
+        yield from _batches(store, selection, IN_REGISTERED, buckets_for(store, spans))
+
+
+def span_count(store: Store, where: str) -> int:
+    """Spans matching ``where`` (the traces registered, say)."""
+    return int(store.scalar(f"SELECT count(*) FROM spans WHERE {where}"))
+
+
+def _batches(store: Store, selection: Selection | None, where: str, buckets: int) -> Iterator[pa.Table]:
     selected, params = selected_traces(selection)
-    where = f"{APP_SPANS} AND {selected}"
+    where = f"{APP_SPANS} AND {selected} AND {where}"
     if buckets == 1:
         yield store.con.sql(ANALYSIS_SELECT.format(where=where), params=params).to_arrow_table()
         return
@@ -229,27 +262,23 @@ def span_details(store: Store, trace_id: str) -> dict[str, dict[str, Any]]:
 
 
 def store_overview(store: Store) -> dict[str, Any]:
-    """What a reader picks selections from: task names, services, the time span, the counts."""
-    task_like = ANALYSIS_SELECT.format(
-        where=f"{APP_SPANS} AND (kind IN ('task', 'agent') OR parent_id IS NULL)"
-    )
-    names = store.con.sql(
-        f"SELECT DISTINCT coalesce(nullif(task_name, ''), label) AS n FROM ({task_like}) ORDER BY n"
-    ).fetchall()
-    ours = f"json_extract_string(attributes, '$.\"{A.SERVICE_NAME_OURS}\"')"
+    """What a reader picks selections from: task names, services, the time span, the counts.
+
+    Names and services come from the task table (current once a reader has read it): the names of the
+    tasks, and the services of the traces that hold them."""
+    names = store.con.sql("SELECT DISTINCT name FROM tasks ORDER BY name").fetchall()
     services = store.con.sql(
-        f"SELECT DISTINCT s FROM (SELECT service AS s FROM spans WHERE {APP_SPANS} UNION ALL "
-        f"SELECT {ours} FROM spans WHERE attributes LIKE '%{A.SERVICE_NAME_OURS}%' AND {APP_SPANS}) "
-        "WHERE s IS NOT NULL ORDER BY s"
+        f"SELECT DISTINCT s FROM (SELECT unnest(services) AS s FROM tasks) "
+        f"WHERE s IS NOT NULL AND s <> '{PROBE_SERVICE}' ORDER BY s"
     ).fetchall()
-    spans, traces, first, last = store.con.sql(
-        f"SELECT count(*), count(DISTINCT trace_id), min(start_ns), max(end_ns) FROM spans WHERE {APP_SPANS}"
+    spans, first, last = store.con.sql(
+        f"SELECT count(*), min(start_ns), max(end_ns) FROM spans WHERE {APP_SPANS}"
     ).fetchall()[0]
     return {
         "task_names": [n for (n,) in names],
         "services": [s for (s,) in services],
         "spans": spans,
-        "traces": traces,
+        "traces": store.trace_count(),
         "first_ns": first,
         "last_ns": last,
     }

@@ -4,14 +4,22 @@ A store is a DuckDB file.  ``spans`` holds one row per span, keyed by
 (trace_id, span_id) so that writing the same span twice stores it once.  The
 columns the analyzer reads on every span (kind, times, thread, CPU) are columns;
 everything else stays in ``attributes``, a JSON object.  ``agentscope_meta``
-records the schema version; docs/store.md describes both tables.
+records the schema version and the write sequence.
+
+The second level (DESIGN §15): ``trace_writes`` gives each trace the sequence
+number of the last write that added spans to it; ``tasks`` keeps each analysed
+task's result and ``task_traces`` the sequence number and analysis version each
+trace was analysed at, so a reader analyses only the traces written since.
+docs/store.md describes every table.
 """
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: spans and meta.  2: the task table (``trace_writes``, ``task_traces``, ``tasks``); a version 1 store
+is migrated in place when it is first opened for writing."""
 
 COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),
@@ -33,6 +41,30 @@ COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
 """(column, DuckDB type, Arrow type) of the spans table, in order."""
 
 COLUMN_NAMES = tuple(name for name, _, _ in COLUMNS)
+
+TASK_COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
+    ("trace_id", "VARCHAR NOT NULL", pa.string()),
+    ("span_id", "VARCHAR NOT NULL", pa.string()),
+    ("name", "VARCHAR NOT NULL", pa.string()),
+    ("services", "VARCHAR[]", pa.list_(pa.string())),
+    ("start_ns", "BIGINT NOT NULL", pa.int64()),
+    ("duration_ns", "BIGINT NOT NULL", pa.int64()),
+    ("accepted", "BOOLEAN NOT NULL", pa.bool_()),
+    ("components", "DOUBLE[] NOT NULL", pa.list_(pa.float64())),
+    ("whatif_ns", "DOUBLE[] NOT NULL", pa.list_(pa.float64())),
+    ("operations", "VARCHAR NOT NULL", pa.string()),
+    ("models", "VARCHAR NOT NULL", pa.string()),
+    ("serial_llm_calls", "INTEGER NOT NULL", pa.int32()),
+    ("llm_calls", "INTEGER NOT NULL", pa.int32()),
+    ("input_tokens", "BIGINT NOT NULL", pa.int64()),
+    ("output_tokens", "BIGINT NOT NULL", pa.int64()),
+    ("cached_tokens", "BIGINT NOT NULL", pa.int64()),
+    ("repaired", "INTEGER NOT NULL", pa.int32()),
+    ("calls_without_tokens", "INTEGER NOT NULL", pa.int32()),
+)
+"""(column, DuckDB type, Arrow type) of the ``tasks`` table: ``TaskResult``'s fields as the Spark path's
+per-task table has them (``operations`` and ``models`` as JSON objects), and the trace's services."""
+TASK_ARROW_SCHEMA = pa.schema([(name, arrow_type) for name, _, arrow_type in TASK_COLUMNS])
 ARROW_SCHEMA = pa.schema([(name, arrow_type) for name, _, arrow_type in COLUMNS])
 
 DDL = (
@@ -40,6 +72,12 @@ DDL = (
     "CREATE TABLE IF NOT EXISTS spans ("
     + ", ".join(f"{name} {sql_type}" for name, sql_type, _ in COLUMNS)
     + ", PRIMARY KEY (trace_id, span_id))",
+    "CREATE TABLE IF NOT EXISTS trace_writes (trace_id VARCHAR PRIMARY KEY, seq BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS task_traces ("
+    "trace_id VARCHAR PRIMARY KEY, seq BIGINT NOT NULL, version VARCHAR NOT NULL, tasks INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tasks ("
+    + ", ".join(f"{name} {sql_type}" for name, sql_type, _ in TASK_COLUMNS)
+    + ")",
 )
 
 

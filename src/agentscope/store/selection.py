@@ -43,6 +43,21 @@ def parse_time(text: str, now: datetime | None = None, option: str = "time") -> 
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
+def format_time(ns: int) -> str:
+    """Epoch nanoseconds as an ISO time in UTC, to the second: ``2026-11-30T14:00:00Z``."""
+    moment = datetime.fromtimestamp(ns / 1e9, timezone.utc)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def parse_duration(text: str, option: str = "duration") -> int:
+    """Nanoseconds of a span of time: ``90s``, ``15m``, ``24h``, ``30d``, ``2w``."""
+    match = _RELATIVE.match(text)
+    if not match:
+        raise SelectionError(f"{option} {text!r}: give a span of time (90s, 15m, 24h, 30d, 2w)")
+    delta = timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
 @dataclass(frozen=True)
 class Selection:
     """Tasks named ``task``, in traces with a span of ``service``, starting in ``[since_ns, until_ns)``."""
@@ -89,6 +104,5 @@ class Selection:
             parts.append(f"of service {self.service!r}")
         for word, ns in (("since", self.since_ns), ("until", self.until_ns)):
             if ns is not None:
-                moment = datetime.fromtimestamp(ns / 1e9, timezone.utc)
-                parts.append(f"{word} {moment.isoformat(timespec='seconds').replace('+00:00', 'Z')}")
+                parts.append(f"{word} {format_time(ns)}")
         return " " + ", ".join(parts) if parts else ""

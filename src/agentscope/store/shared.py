@@ -28,15 +28,19 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from agentscope.store.store import Inserted, Store, StoreError
+from agentscope.store.schema import SCHEMA_VERSION
+from agentscope.store.store import Inserted, Store, StoreError, connect, quoted_path
+
+T = TypeVar("T")
 
 READ_WAIT_S = 2.0
 """How long a reader waits for a writer's write before it copies the file without the lock."""
@@ -175,9 +179,7 @@ class SharedStore:
                 if "lock" not in str(exc).lower():
                     raise
                 if time.monotonic() >= deadline:
-                    raise StoreBusy(
-                        f"store {self.path} is held by another program: {exc}", foreign=True
-                    ) from None
+                    raise self._foreign(exc) from None
                 time.sleep(0.02)
 
     def insert(self, batch: pa.Table, timeout_s: float = 30.0) -> Inserted:
@@ -194,6 +196,39 @@ class SharedStore:
         """:meth:`Store.count_tasks` in one short hold of the file."""
         with self.writing(timeout_s) as store:
             return store.count_tasks(trace_ids)
+
+    def prune(self, before_ns: int, compact: bool = False, timeout_s: float = 30.0) -> tuple[int, int]:
+        """Delete the traces that ended before ``before_ns`` (:meth:`Store.prune`) in one write:
+        (traces, spans) deleted.  With ``compact``, the file is then rewritten without the space they
+        held, which DuckDB otherwise keeps (and reuses) — the file is held for the whole copy."""
+        with self._locked(True, timeout_s):
+            store = self._open(time.monotonic() + timeout_s)
+            try:
+                self._load_spool(store)
+                pruned = store.prune(before_ns)
+            finally:
+                store.close()
+            if compact:
+                self._compact()
+        return pruned
+
+    def _compact(self) -> None:
+        """Copy the store into a new file and put it in the old one's place (the lock held by the caller)."""
+        fresh = self.path.with_name(self.path.name + ".compact")
+        fresh.unlink(missing_ok=True)
+        con = connect(":memory:")
+        try:
+            con.execute(f"ATTACH '{quoted_path(self.path)}' AS agentscope_old (READ_ONLY)")
+            con.execute(f"ATTACH '{quoted_path(fresh)}' AS agentscope_fresh")
+            con.execute("COPY FROM DATABASE agentscope_old TO agentscope_fresh")
+        except BaseException:
+            con.close()
+            fresh.unlink(missing_ok=True)
+            raise
+        con.close()
+        with fresh.open("rb+") as handle:
+            os.fsync(handle.fileno())
+        fresh.replace(self.path)
 
     # -- the spool ------------------------------------------------------------
 
@@ -236,6 +271,56 @@ class SharedStore:
             path.unlink()
 
     # -- reading --------------------------------------------------------------
+
+    def read(self, fn: Callable[[Store], T], wait_s: float = READ_WAIT_S) -> T:
+        """``fn(store)`` on the file itself, opened read-only under the shared lock: nothing is copied.
+
+        Writers keep or spill their batches while ``fn`` runs, so ``fn`` should read what it needs and
+        return.  A reader sees every span flushed before it started, so spilled batches are loaded into
+        the file first (a write), and a store of an older schema is migrated (a write).  StoreBusy when
+        the file cannot be had within ``wait_s`` (:meth:`reading`, which copies, still can be).
+        """
+        if not self.path.exists():
+            raise StoreError(f"store {self.path} does not exist")
+        deadline = time.monotonic() + wait_s
+        while self.spooled():
+            with self.writing(max(deadline - time.monotonic(), 0.0)):
+                pass  # a write loads the spool first
+        for _ in range(2):
+            with self._locked(False, max(deadline - time.monotonic(), 0.0)):
+                store = self._open_read_only()
+                try:
+                    if store.version >= SCHEMA_VERSION:
+                        return fn(store)
+                finally:
+                    store.close()
+            with self.writing(max(deadline - time.monotonic(), 0.0)):
+                pass  # opened for writing, a store of an older schema is migrated
+        raise StoreError(f"store {self.path} could not be migrated to schema version {SCHEMA_VERSION}")
+
+    def answer(self, fn: Callable[[Store], T]) -> T:
+        """``fn(store)`` on the file itself (:meth:`read`), or on a snapshot while the file is busy."""
+        try:
+            return self.read(fn)
+        except StoreBusy:
+            with self.reading() as store:
+                return fn(store)
+
+    def trace_count(self) -> int:
+        """Traces in the store."""
+        return self.answer(Store.trace_count)
+
+    def _open_read_only(self) -> Store:
+        try:
+            return Store(self.path, read_only=True)
+        except StoreError as exc:
+            if "lock" in str(exc).lower():
+                raise self._foreign(exc) from None
+            raise
+
+    def _foreign(self, exc: StoreError) -> StoreBusy:
+        """DuckDB's own lock on the file, held by a program outside this protocol (a DuckDB shell, say)."""
+        return StoreBusy(f"store {self.path} is held by another program: {exc}", foreign=True)
 
     @contextmanager
     def reading(self, wait_s: float = READ_WAIT_S) -> Iterator[Store]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +34,20 @@ def connect(database: str, read_only: bool = False) -> duckdb.DuckDBPyConnection
     return con
 
 
+def quoted_path(path: Path) -> str:
+    """A file's path inside a single-quoted SQL string (``ATTACH '…'``)."""
+    return str(path).replace("'", "''")
+
+
 _COLUMNS = ", ".join(COLUMN_NAMES)
 _INSERT_NEW = f"INSERT INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_batch"
 _INSERT = f"INSERT OR IGNORE INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_batch"
+_NEXT_SEQ = (
+    "UPDATE agentscope_meta SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) "
+    "WHERE key = 'write_seq' RETURNING CAST(value AS BIGINT)"
+)
+_MARK_WRITTEN = "INSERT OR REPLACE INTO trace_writes SELECT DISTINCT trace_id, ? FROM {source}"
+_COUNT_SPANS = "INSERT OR REPLACE INTO agentscope_meta SELECT 'spans', CAST(count(*) AS VARCHAR) FROM spans"
 _CONFLICTS = """
 SELECT b.trace_id, b.span_id FROM agentscope_batch b JOIN spans s USING (trace_id, span_id)
 WHERE s.start_ns <> b.start_ns OR s.end_ns <> b.end_ns OR s.name <> b.name
@@ -86,12 +99,40 @@ class Store:
         if not read_only:
             for statement in DDL:
                 self.con.execute(statement)
-            self.con.execute(
-                "INSERT OR IGNORE INTO agentscope_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-            ).fetchall()
-        self._check_version()
+            self._migrate()
+        self.version = self._check_version()
+        """The store's schema version: a version 1 store opened read-only has no task table."""
 
-    def _check_version(self) -> None:
+    def _migrate(self) -> None:
+        """Give a new store its version, and a version 1 store the task table's write marks: every trace
+        it holds counts as written before any analysis (sequence 0)."""
+        rows = self.con.execute("SELECT value FROM agentscope_meta WHERE key = 'schema_version'").fetchall()
+        with self.transaction():
+            if not rows:
+                self.con.execute(
+                    "INSERT INTO agentscope_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+                )
+            elif rows[0][0] == "1":
+                self.con.execute("INSERT OR IGNORE INTO trace_writes SELECT DISTINCT trace_id, 0 FROM spans")
+                self.con.execute(
+                    "UPDATE agentscope_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
+                )
+            self.con.execute("INSERT OR IGNORE INTO agentscope_meta VALUES ('write_seq', '0')")
+            if not rows or rows[0][0] == "1":
+                self.con.execute(_COUNT_SPANS)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One DuckDB transaction: every statement inside lands, or none does."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def _check_version(self) -> int:
         try:
             rows = self.con.execute(
                 "SELECT value FROM agentscope_meta WHERE key = 'schema_version'"
@@ -107,6 +148,30 @@ class Store:
                 f"store {self.path} has schema version {version}; "
                 f"this agentscope reads up to {SCHEMA_VERSION}"
             )
+        return version
+
+    def _mark_written(self, source: str) -> None:
+        """Give the traces of ``source``'s spans the next write sequence number (in the writing
+        transaction), so that a reader re-analyses them; and count the spans now stored."""
+        (seq,) = self.con.execute(_NEXT_SEQ).fetchall()[0]
+        self.con.execute(_MARK_WRITTEN.format(source=source), [seq]).fetchall()
+        self.con.execute(_COUNT_SPANS)
+
+    def unmarked_writes(self) -> bool:
+        """Whether spans were written or deleted by other means than this class (a DuckDB shell, say):
+        the count of spans differs from the one its last write left.  Such writes leave no write
+        marks, so a reader cannot tell which traces they changed."""
+        counted = self.con.execute("SELECT value FROM agentscope_meta WHERE key = 'spans'").fetchall()
+        return not counted or int(counted[0][0]) != self.span_count()
+
+    def mark_all_written(self) -> None:
+        """Every trace counts as written now, to be analysed again, and the task rows of traces no
+        longer stored go (after :meth:`unmarked_writes`)."""
+        gone = "trace_id NOT IN (SELECT DISTINCT trace_id FROM spans)"
+        with self.transaction():
+            for table in ("tasks", "task_traces", "trace_writes"):
+                self.con.execute(f"DELETE FROM {table} WHERE {gone}")
+            self._mark_written("spans")
 
     def insert(self, batch: pa.Table) -> Inserted:
         """Store a batch of span rows in one statement; spans already stored are skipped, not replaced.
@@ -119,9 +184,14 @@ class Store:
             try:
                 # A batch of new spans, the usual case, skips the per-row conflict handling of
                 # OR IGNORE (a quarter of the insert's time); a failed statement stores nothing.
-                added = int(self.scalar(_INSERT_NEW))
+                with self.transaction():
+                    added = int(self.scalar(_INSERT_NEW))
+                    self._mark_written("agentscope_batch")
             except duckdb.ConstraintException:
-                added = int(self.scalar(_INSERT))
+                with self.transaction():
+                    added = int(self.scalar(_INSERT))
+                    if added:
+                        self._mark_written("agentscope_batch")
             # Only spans that were already stored can conflict; the new ones match themselves.
             conflicts = set(self.con.execute(_CONFLICTS).fetchall()) if added < batch.num_rows else set()
         finally:
@@ -131,13 +201,14 @@ class Store:
     def merge(self, other: Path) -> tuple[int, int, list[str]]:
         """Copy another store file's spans in (spans already here are kept): (read, added, its trace ids)."""
         before = self.span_count()
-        quoted = str(other).replace("'", "''")
-        self.con.execute(f"ATTACH '{quoted}' AS agentscope_other (READ_ONLY)")
+        self.con.execute(f"ATTACH '{quoted_path(other)}' AS agentscope_other (READ_ONLY)")
         try:
             read = int(self.scalar("SELECT count(*) FROM agentscope_other.spans"))
-            self.con.execute(
-                f"INSERT OR IGNORE INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_other.spans"
-            ).fetchall()
+            with self.transaction():
+                self.con.execute(
+                    f"INSERT OR IGNORE INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_other.spans"
+                ).fetchall()
+                self._mark_written("agentscope_other.spans")
             traces = [
                 row[0]
                 for row in self.con.execute("SELECT DISTINCT trace_id FROM agentscope_other.spans").fetchall()
@@ -145,6 +216,25 @@ class Store:
         finally:
             self.con.execute("DETACH agentscope_other")
         return read, self.span_count() - before, traces
+
+    def prune(self, before_ns: int) -> tuple[int, int]:
+        """Delete every trace whose spans all ended before ``before_ns``, with its task rows and write
+        mark, in one transaction: (traces, spans) deleted.  Whole traces go, so no trace is left cut
+        in two; the space is reused by later writes (:meth:`SharedStore.compact` gives it back)."""
+        with self.transaction():
+            self.con.execute(
+                "CREATE OR REPLACE TEMP TABLE agentscope_old AS "
+                "SELECT trace_id FROM spans GROUP BY trace_id HAVING max(end_ns) < ?",
+                [before_ns],
+            )
+            old = "trace_id IN (SELECT trace_id FROM agentscope_old)"
+            traces = int(self.scalar("SELECT count(*) FROM agentscope_old"))
+            spans = int(self.scalar(f"DELETE FROM spans WHERE {old}"))
+            for table in ("tasks", "task_traces", "trace_writes"):
+                self.con.execute(f"DELETE FROM {table} WHERE {old}")
+            self.con.execute(_COUNT_SPANS)
+            self.con.execute("DROP TABLE agentscope_old")
+        return traces, spans
 
     def count_tasks(self, trace_ids: list[str]) -> int:
         """Tasks in these traces, as ``agentscope ingest`` reports them: traces with an llm or tool span,
@@ -159,7 +249,10 @@ class Store:
         return int(self.scalar("SELECT count(*) FROM spans"))
 
     def trace_count(self) -> int:
-        return int(self.scalar("SELECT count(DISTINCT trace_id) FROM spans"))
+        """Traces in the store: one write mark each, read without a scan of the spans."""
+        if self.version < 2:
+            return int(self.scalar("SELECT count(DISTINCT trace_id) FROM spans"))
+        return int(self.scalar("SELECT count(*) FROM trace_writes"))
 
     def close(self) -> None:
         self.con.close()

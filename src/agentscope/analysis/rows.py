@@ -1,0 +1,68 @@
+"""The per-task table's rows: ``TaskResult`` objects to columns and back (DESIGN §15).
+
+One shape serves the store's ``tasks`` table and the Spark path's per-task table:
+``TaskResult``'s fields, with ``operations`` and ``models`` as JSON objects
+(orjson keeps their order, which decides the order of ties in a report, and
+writes every float so that it reads back the same).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+from agentscope.analysis.tasks import RESULT_FIELDS, TaskResult
+from agentscope.store.schema import TASK_ARROW_SCHEMA
+
+SCALARS = (
+    "trace_id",
+    "span_id",
+    "name",
+    "start_ns",
+    "duration_ns",
+    "accepted",
+    "serial_llm_calls",
+    "llm_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "repaired",
+    "calls_without_tokens",
+)
+"""The fields stored as they are; ``components`` and ``whatif_ns`` are lists, the rest JSON."""
+
+
+def columns_of(results: Sequence[TaskResult]) -> dict[str, list[Any]]:
+    """The results as one list per column (the per-task table's, less ``services``)."""
+    frame: dict[str, list[Any]] = {name: [getattr(r, name) for r in results] for name in SCALARS}
+    frame["components"] = [list(r.components) for r in results]
+    frame["whatif_ns"] = [list(r.whatif_ns) for r in results]
+    frame["operations"] = [orjson.dumps(r.operations).decode() for r in results]
+    frame["models"] = [orjson.dumps(r.models).decode() for r in results]
+    return frame
+
+
+def _operations(text: str) -> dict[str, tuple[str, float, int]]:
+    return {label: tuple(op) for label, op in orjson.loads(text).items()}
+
+
+def results_table(results: Sequence[TaskResult], services: Sequence[list[str]]) -> pa.Table:
+    """The results as rows of the store's ``tasks`` table; ``services[i]`` are the services of the
+    trace of ``results[i]`` (what ``--service`` selects on)."""
+    frame = columns_of(results)
+    frame["services"] = list(services)
+    return pa.Table.from_pydict({name: frame[name] for name in TASK_ARROW_SCHEMA.names}, TASK_ARROW_SCHEMA)
+
+
+def results_from_table(table: pa.Table) -> list[TaskResult]:
+    """Rows of the ``tasks`` table (any column order; extra columns ignored) as ``TaskResult`` objects,
+    built column by column: a dict per row would cost twice as much."""
+    fields: dict[str, list[Any]] = {name: table.column(name).to_pylist() for name in SCALARS}
+    fields["components"] = table.column("components").to_pylist()
+    fields["whatif_ns"] = table.column("whatif_ns").to_pylist()
+    fields["operations"] = [_operations(text) for text in table.column("operations").to_pylist()]
+    fields["models"] = [orjson.loads(text) for text in table.column("models").to_pylist()]
+    return list(map(TaskResult, *(fields[name] for name in RESULT_FIELDS)))

@@ -1,0 +1,113 @@
+"""The task table's SQL (DESIGN §15): which traces need analysing, the rows a selection keeps, writing
+rows back.
+
+Every write that adds spans gives their traces the next sequence number (``trace_writes``); a trace
+whose analysis (``task_traces``) has an older number, or another analysis version, is analysed again.
+These functions take an open store and Arrow tables; what a row holds is the analysis' business
+(``agentscope.analysis.rows``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from agentscope import attributes as A
+from agentscope.store.query import IN_REGISTERED, registered, span_count
+from agentscope.store.schema import TASK_ARROW_SCHEMA
+from agentscope.store.selection import Selection
+from agentscope.store.store import Store
+
+_CHANGED = """
+SELECT w.trace_id, w.seq FROM trace_writes w LEFT JOIN task_traces t USING (trace_id)
+WHERE t.trace_id IS NULL OR t.seq <> w.seq OR t.version <> ?
+"""
+_SERVICES = f"""
+SELECT trace_id, list(DISTINCT s ORDER BY s) FROM (
+    SELECT trace_id, service AS s FROM spans WHERE {IN_REGISTERED}
+    UNION ALL
+    SELECT trace_id, json_extract_string(attributes, '$."{A.SERVICE_NAME_OURS}"') FROM spans
+    WHERE {IN_REGISTERED} AND attributes LIKE '%{A.SERVICE_NAME_OURS}%'
+) WHERE s IS NOT NULL GROUP BY trace_id
+"""
+_ANALYSED_TRACES = pa.schema([("trace_id", pa.string()), ("seq", pa.int64()), ("tasks", pa.int32())])
+
+
+def changed_traces(store: Store, version: str) -> pa.Table:
+    """(trace_id, seq) of every trace written since its analysis, or analysed by another version."""
+    return store.con.sql(_CHANGED, params=[version]).to_arrow_table()
+
+
+def trace_services(store: Store, traces: pa.Table) -> dict[str, list[str]]:
+    """Trace id → the services its spans name (``service.name``, or agentscope's own beside another)."""
+    with registered(store, traces):
+        return dict(store.con.execute(_SERVICES).fetchall())
+
+
+def span_count_of(store: Store, traces: pa.Table) -> int:
+    """Spans stored for these traces."""
+    with registered(store, traces):
+        return span_count(store, IN_REGISTERED)
+
+
+def selected_rows(
+    store: Store, selection: Selection | None, skip: pa.Table | None = None, whatifs: list[int] | None = None
+) -> pa.Table:
+    """The stored rows ``selection`` keeps, less those of the traces in ``skip`` (being analysed again);
+    with ``whatifs``, only those what-if times of each row, in that order (0-based).
+
+    The selection is exact on rows: a task's name, its start in the window, a service among its
+    trace's services."""
+    clauses = ["TRUE" if skip is None else f"NOT {IN_REGISTERED}"]
+    params: list[Any] = []
+    if selection is not None:
+        if selection.task is not None:
+            clauses.append("name = ?")
+            params.append(selection.task)
+        if selection.service is not None:
+            clauses.append("list_contains(services, ?)")
+            params.append(selection.service)
+        if selection.since_ns is not None:
+            clauses.append("start_ns >= ?")
+            params.append(selection.since_ns)
+        if selection.until_ns is not None:
+            clauses.append("start_ns < ?")
+            params.append(selection.until_ns)
+    columns = "*"
+    if whatifs is not None:  # a row keeps dozens; a report reads a few, and each costs a Python float
+        columns = f"* REPLACE (list_select(whatif_ns, {[i + 1 for i in whatifs]}::INTEGER[]) AS whatif_ns)"
+    sql = f"SELECT {columns} FROM tasks WHERE {' AND '.join(clauses)}"
+    if skip is None:
+        return store.con.sql(sql, params=params).to_arrow_table()
+    with registered(store, skip):
+        return store.con.sql(sql, params=params).to_arrow_table()
+
+
+def write_rows(store: Store, rows: pa.Table, analysed: pa.Table, version: str) -> int:
+    """Keep the rows of freshly analysed traces: ``analysed`` is (trace_id, seq, tasks) of each, as they
+    were read.  A trace another reader has meanwhile kept at a newer sequence is left as it is; the
+    traces whose rows were replaced are counted."""
+    store.con.register("agentscope_rows", rows.select(TASK_ARROW_SCHEMA.names).cast(TASK_ARROW_SCHEMA))
+    store.con.register("agentscope_analysed", analysed.cast(_ANALYSED_TRACES))
+    try:
+        with store.transaction():
+            store.con.execute(
+                "CREATE OR REPLACE TEMP TABLE agentscope_newer AS SELECT a.* FROM agentscope_analysed a "
+                "LEFT JOIN task_traces t USING (trace_id) "
+                "WHERE t.trace_id IS NULL OR t.seq < a.seq OR t.version <> ?",
+                [version],
+            )
+            newer = "trace_id IN (SELECT trace_id FROM agentscope_newer)"
+            store.con.execute(f"DELETE FROM tasks WHERE {newer}")
+            store.con.execute(f"INSERT INTO tasks SELECT * FROM agentscope_rows WHERE {newer}")
+            store.con.execute(
+                "INSERT OR REPLACE INTO task_traces SELECT trace_id, seq, ?, tasks FROM agentscope_newer",
+                [version],
+            )
+            kept = int(store.scalar("SELECT count(*) FROM agentscope_newer"))
+            store.con.execute("DROP TABLE agentscope_newer")
+        return kept
+    finally:
+        store.con.unregister("agentscope_rows")
+        store.con.unregister("agentscope_analysed")

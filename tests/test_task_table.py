@@ -1,0 +1,270 @@
+"""The task table (DESIGN §15): an answer from kept rows and the traces written since equals a full
+recompute of the same store, field for field, however the spans arrived."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import random
+import threading
+import time
+
+import duckdb
+import store_workers
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from tracebuild import _varied_trace
+
+from agentscope.analysis import pipeline
+from agentscope.analysis.pipeline import blame_store, task_results
+from agentscope.analysis.report import variants
+from agentscope.analysis.whatif import Scenario
+from agentscope.store.schema import COLUMNS, rows_to_table
+from agentscope.store.selection import Selection
+from agentscope.store.shared import SharedStore
+from agentscope.store.store import Store
+
+SERVICES = ("checkout", "support", "search")
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _rows(traces: int, seed: int) -> list[tuple]:
+    """Span rows of ``traces`` varied agent traces, each trace's spans under one of three services."""
+    rnd = random.Random(seed)
+    rows = []
+    for t in range(traces):
+        service = SERVICES[t % len(SERVICES)]
+        rows += [
+            (*row[:10], service, *row[11:]) for row in _varied_trace(rnd, 1_700_000_000_000.0 + t * 5_000, 1)
+        ]
+    return rows
+
+
+def _full(shared: SharedStore, selection: Selection | None) -> dict | None:
+    """The answer of a full recompute: every span of a snapshot analysed."""
+    with shared.reading() as snapshot:
+        return blame_store(snapshot, selection=selection)
+
+
+def _kept(path) -> tuple[int, int]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute(
+            "SELECT (SELECT count(*) FROM tasks), (SELECT count(*) FROM task_traces)"
+        ).fetchone()
+    finally:
+        con.close()
+
+
+SELECTIONS = st.sampled_from(
+    [
+        None,
+        Selection(task="resolve_ticket"),
+        Selection(service="support"),
+        Selection(since_ns=1_700_000_010_000 * 1_000_000),
+        Selection(task="triage", until_ns=1_700_000_020_000 * 1_000_000),
+    ]
+)
+
+
+@st.composite
+def histories(draw):
+    """Spans of a few traces, written in random batches (a trace's spans often split across them, so a
+    trace is analysed while incomplete and again later), some batches repeating spans already written,
+    with a read after some of the writes."""
+    rows = _rows(draw(st.integers(2, 7)), draw(st.integers(0, 2**16)))
+    order = draw(st.permutations(range(len(rows))))
+    cuts = sorted(draw(st.lists(st.integers(1, len(rows) - 1), max_size=5, unique=True)))
+    bounds = [0, *cuts, len(rows)]
+    batches = []
+    for a, b in itertools.pairwise(bounds):
+        batch = [rows[i] for i in order[a:b]]
+        if a and draw(st.booleans()):  # the same spans again, as a retried export sends them
+            batch += [rows[i] for i in order[: draw(st.integers(1, a))]]
+        batches.append(batch)
+    reads = draw(st.lists(st.booleans(), min_size=len(batches), max_size=len(batches)))
+    return batches, reads, draw(SELECTIONS)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=histories())
+def test_kept_answers_equal_a_full_recompute_however_the_spans_arrive(history, tmp_path_factory):
+    batches, reads, selection = history
+    shared = SharedStore(tmp_path_factory.mktemp("kept") / "store.duckdb")
+    for batch, read in zip(batches, reads):
+        shared.insert(rows_to_table(batch))
+        if read:
+            assert blame_store(shared, selection=selection) == _full(shared, selection)
+    assert blame_store(shared, selection=selection) == _full(shared, selection)
+    assert blame_store(shared) == _full(shared, None)  # every row written is still right
+
+
+def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path, monkeypatch):
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(6, 1)
+    late = next(r for r in rows if r[0] == rows[-1][0] and r[4] == "task")
+    rows.remove(late)  # the last trace's task span arrives after the first read: its children wait as orphans
+    shared.insert(rows_to_table(rows))
+    analysed: list[int] = []
+    real = pipeline.analysed
+
+    def counting(batches, *args):
+        batches = list(batches)
+        analysed.append(sum(len(b) for b in batches))
+        return real(batches, *args)
+
+    monkeypatch.setattr(pipeline, "analysed", counting)
+    first = blame_store(shared)
+    assert analysed == [len(rows)] and _kept(shared.path) == (first["tasks"]["count"], 6)
+    assert blame_store(shared) == first and analysed[-1] == 0
+    shared.insert(rows_to_table([late]))
+    after = blame_store(shared)
+    late_trace = sum(1 for row in [*rows, late] if row[0] == late[0])
+    assert analysed[-1] == late_trace
+    monkeypatch.setattr(pipeline, "analysed", real)
+    assert after == _full(shared, None) and after != first
+
+
+def test_options_the_rows_cannot_answer_are_analysed_on_demand(tmp_path):
+    shared = SharedStore(tmp_path / "store.duckdb")
+    shared.insert(rows_to_table(_rows(5, 2)))
+    blame_store(shared)  # rows kept
+    tool = (Scenario("tool x2", {"tool": 2.0}),)
+    for options in ({"scenarios": tool}, {"repair": False}, {"percentile": 90}):
+        with shared.reading() as snapshot:
+            assert blame_store(shared, **options) == blame_store(snapshot, **options)
+    budget_variants = variants(pipeline.report.ROW_SCENARIOS[3:5])  # two points of the budget's curve
+    with shared.reading() as snapshot:
+        full = task_results(snapshot, budget_variants)
+    assert [r.whatif_ns for r in task_results(shared, budget_variants)] == [r.whatif_ns for r in full]
+
+
+def test_rows_of_another_analysis_version_are_analysed_again(tmp_path, monkeypatch):
+    shared = SharedStore(tmp_path / "store.duckdb")
+    shared.insert(rows_to_table(_rows(3, 3)))
+    first = blame_store(shared)
+    monkeypatch.setattr(pipeline, "ROW_VERSION", "next")
+    assert blame_store(shared) == first
+    con = duckdb.connect(str(shared.path), read_only=True)
+    assert con.execute("SELECT DISTINCT version FROM task_traces").fetchall() == [("next",)]
+    con.close()
+
+
+def test_a_reader_that_cannot_write_its_rows_back_still_answers_and_the_next_keeps_them(
+    tmp_path, monkeypatch
+):
+    shared = SharedStore(tmp_path / "store.duckdb")
+    shared.insert(rows_to_table(_rows(4, 4)))
+    monkeypatch.setattr(pipeline, "ROW_WRITE_WAIT_S", 0.05)
+    holding, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with SharedStore(shared.path).writing():
+            holding.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    holding.wait(10)
+    try:
+        busy = blame_store(shared)  # the file is held: the reader waits its 2 s, then reads a snapshot
+    finally:
+        release.set()
+        thread.join()
+    assert _kept(shared.path) == (0, 0)
+    assert busy == _full(shared, None)
+    assert blame_store(shared) == busy and _kept(shared.path)[1] == 4
+
+
+V1_DDL = (
+    "CREATE TABLE agentscope_meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
+    "CREATE TABLE spans ("
+    + ", ".join(f"{name} {sql_type}" for name, sql_type, _ in COLUMNS)
+    + ", PRIMARY KEY (trace_id, span_id))",
+    "INSERT INTO agentscope_meta VALUES ('schema_version', '1')",
+)
+"""A store as the release before the task table wrote it: its spans and meta, version 1."""
+
+
+def test_a_version_1_store_is_migrated_in_place_on_first_open(tmp_path):
+    path = tmp_path / "v1.duckdb"
+    con = duckdb.connect(str(path))
+    for statement in V1_DDL:
+        con.execute(statement)
+    con.register("rows", rows_to_table(_rows(5, 5)))
+    con.execute("INSERT INTO spans SELECT * FROM rows")
+    con.close()
+    with Store(path, read_only=True) as old:  # read-only, it is read as it is
+        assert old.version == 1
+        expected = blame_store(old)
+    shared = SharedStore(path)
+    assert blame_store(shared) == expected
+    with Store(path, read_only=True) as migrated:
+        assert migrated.version == 2
+        assert migrated.scalar("SELECT count(*) FROM trace_writes") == migrated.trace_count() == 5
+    assert _kept(path)[1] == 5
+    shared.insert(rows_to_table(_rows(7, 5)[-3:]))  # spans of a new trace after the migration
+    assert blame_store(shared) == _full(shared, None)
+
+
+def test_answers_stay_right_while_two_processes_write(tmp_path):
+    path = tmp_path / "live.duckdb"
+    progress = [tmp_path / f"progress-{n}" for n in range(2)]
+    workers = [
+        SPAWN.Process(target=store_workers.write_tasks, args=(str(path), 15_000, str(p), 500))
+        for p in progress
+    ]
+    for worker in workers:
+        worker.start()
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    shared, counts = SharedStore(path), []
+    try:
+        while any(worker.is_alive() for worker in workers) and len(counts) < 40:
+            flushed = sum(int(p.read_text()) for p in progress if p.exists())
+            report = blame_store(shared)
+            counts.append(report["tasks"]["count"] if report else 0)
+            assert counts[-1] >= flushed  # every task flushed before the read started
+    finally:
+        for worker in workers:
+            worker.join(timeout=300)
+    assert all(worker.exitcode == 0 for worker in workers)
+    assert counts == sorted(counts) and len(counts) >= 2
+    final = blame_store(shared)
+    assert final["tasks"]["count"] == 30_000
+    assert final == _full(shared, None)
+
+
+def test_the_cli_answers_from_the_table(tmp_path):
+    from clirun import cli_json
+
+    path = tmp_path / "store.duckdb"
+    SharedStore(path).insert(rows_to_table(_rows(4, 6)))
+    expected = _full(SharedStore(path), None)
+    assert cli_json("blame", "--store", str(path)) == expected  # analyses every trace, keeps the rows
+    assert _kept(path)[1] == 4
+    assert cli_json("blame", "--store", str(path)) == expected  # from the rows
+
+
+def test_spans_written_outside_agentscopes_writers_are_analysed_too(tmp_path):
+    """A DuckDB shell's INSERT marks no trace; the count of spans gives it away, and every trace is
+    analysed again once."""
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(6, 8)
+    extra = [r for r in rows if r[0] == rows[-1][0]]  # the last trace, written by hand
+    shared.insert(rows_to_table([r for r in rows if r not in extra]))
+    before = blame_store(shared)
+    con = duckdb.connect(str(shared.path))
+    con.register("extra", rows_to_table(extra))
+    con.execute("INSERT INTO spans SELECT * FROM extra")
+    con.close()
+    after = blame_store(shared)
+    assert after == _full(shared, None) and after["tasks"]["count"] == before["tasks"]["count"] + 1
+    assert _kept(shared.path)[1] == 6
+    con = duckdb.connect(str(shared.path))
+    con.execute("DELETE FROM spans WHERE trace_id = ?", [rows[0][0]])  # a trace deleted by hand
+    con.close()
+    gone = blame_store(shared)
+    assert gone == _full(shared, None) and gone["tasks"]["count"] == after["tasks"]["count"] - 1
+    assert _kept(shared.path)[1] == 5
