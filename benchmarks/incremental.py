@@ -16,7 +16,9 @@ A store of ``--traces`` rich agent tasks of 20 spans (``shapes.py``, loaded with
 Each case runs ``--repeat`` times in turn with the others where it can (the first
 read needs a store without rows: a copy is made for each run); medians.  Every
 answer is checked against the full recompute of the same spans.  Then the size of
-the task table (its rows as Parquet) beside the store's.
+the task table (its rows as Parquet) beside the store's, and ``agentscope ui``'s
+overview refreshed again and again for ``--ui-seconds`` while 1,000 spans a
+second are ingested into the store.
 """
 
 from __future__ import annotations
@@ -74,6 +76,67 @@ def add_traces(path: Path, after: int, count: int) -> int:
     return written
 
 
+def ui_refreshes(path: Path, after: int, seconds: float) -> tuple[list[float], bool, int]:
+    """``agentscope ui`` on the store while 50 tasks (1,000 spans) a second are ingested into it: the
+    seconds of each overview refresh (blame, the budget's curve and the overview, asked in turn), whether
+    every refresh counted at least the tasks written before it began, and the spans written."""
+    import threading
+    import time
+    import urllib.request
+
+    from agentscope.sim.server import free_port
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    ui = subprocess.Popen(
+        [console_script(sys.executable), "ui", "--store", str(path), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def get(route: str) -> dict:
+        with urllib.request.urlopen(base + route, timeout=120) as response:
+            return json.loads(response.read())
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            before = get("/api/blame")["tasks"]["count"]
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    written, stop = [0], threading.Event()
+
+    def writer() -> None:
+        while not stop.is_set():
+            started = time.monotonic()
+            add_traces(path, after + written[0], 25)
+            written[0] += 25
+            stop.wait(max(0.0, 0.5 - (time.monotonic() - started)))
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    times, current = [], True
+    try:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            flushed = written[0]
+            started = time.perf_counter()
+            count = get("/api/blame")["tasks"]["count"]
+            get("/api/budget?targets=0")
+            get("/api/overview")
+            times.append(time.perf_counter() - started)
+            current = current and count >= before + flushed
+    finally:
+        stop.set()
+        thread.join()
+        ui.terminate()
+        ui.wait(timeout=30)
+    return times, current, written[0] * 20
+
+
 def table_mb(path: Path) -> tuple[float, float]:
     """MB of the task table's three tables written as Parquet (how large their rows are, compressed as
     DuckDB compresses columns), and MB of the store file."""
@@ -95,6 +158,9 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=50_000)
     parser.add_argument("--new-traces", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--ui-seconds", type=float, default=20, help="how long the UI is refreshed while written"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "base.duckdb"
@@ -134,6 +200,14 @@ def main() -> None:
             rate = f"{analysed / seconds:,.0f}" if analysed else "—"
             print(f"| {label} | {seconds:.2f} | {analysed:,} | {rate} | {seconds / whole:.3f} |")
         print(f"\ntask table {rows_mb:.1f} MB of a {file_mb:.0f} MB store ({rows_mb / file_mb:.1%})")
+        if args.ui_seconds > 0:
+            after = args.traces + args.repeat * args.new_traces
+            times, current, written = ui_refreshes(path, after, args.ui_seconds)
+            print(
+                f"\nUI overview refresh while 1,000 spans/s are written ({written:,} spans in "
+                f"{args.ui_seconds:g} s): {len(times)} refreshes, median {statistics.median(times):.2f} s, "
+                f"max {max(times):.2f} s; every refresh current: {current}"
+            )
 
 
 if __name__ == "__main__":

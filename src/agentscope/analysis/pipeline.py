@@ -37,7 +37,7 @@ from agentscope.analysis.tasks import (
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.query import span_batches, trace_spans
-from agentscope.store.schema import SCHEMA_VERSION
+from agentscope.store.schema import SCHEMA_VERSION, TASK_ARROW_SCHEMA
 from agentscope.store.selection import Selection
 from agentscope.store.shared import SharedStore, StoreBusy
 from agentscope.store.store import Store, StoreError
@@ -210,6 +210,15 @@ def kept_results(
     if picks is None:
         with shared.reading() as store:
             return task_results(store, variants, None, workers, repair, targets, selection)
+    return _ordered(results_from_table(kept_table(shared, picks, workers, selection)))
+
+
+def kept_table(
+    shared: SharedStore, picks: Sequence[int], workers: int | None = None, selection: Selection | None = None
+) -> pa.Table:
+    """:func:`kept_results` as a per-task table (``analysis.rows``), its what-ifs the ``picks`` of each
+    row's: what a report aggregates column by column (``report.Population.of_table``)."""
+    picks = list(picks)
     try:
         kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True))
         if kept is None:  # spans written outside agentscope's writers: every trace is analysed again
@@ -223,7 +232,9 @@ def kept_results(
     else:
         with shared.reading() as store:  # a snapshot, since the file is busy or the change is large
             if store.version < SCHEMA_VERSION or store.unmarked_writes():  # no table to answer from
-                return task_results(store, variants, None, workers, repair, targets, selection)
+                variants = [ROW_VARIANTS[i] for i in picks]
+                results = task_results(store, variants, None, workers, True, (), selection)
+                return results_table(results, [[] for _ in results])
             kept = kept or _read_kept(store, selection, picks, live=False)
             spans = span_count_of(store, kept.changed)
             workers = _workers_for(spans) if workers is None else workers
@@ -231,17 +242,21 @@ def kept_results(
             fresh = analysed(batches, ROW_VARIANTS, None, workers, True, ())
     if len(kept.changed):
         _write_back(shared, kept.changed, fresh, kept.services)
-    results = results_from_table(kept.rows)  # their what-ifs picked by the query
-    for result in fresh:
-        if selection is None or (
+    selected = [
+        result
+        for result in fresh
+        if selection is None
+        or (
             selection.admits(result.name, result.start_ns)
             and (
                 selection.service is None or selection.service in kept.services.get(result.trace_id or "", ())
             )
-        ):
-            result.whatif_ns = [result.whatif_ns[i] for i in picks]
-            results.append(result)
-    return _ordered(results)
+        )
+    ]
+    for result in selected:
+        result.whatif_ns = [result.whatif_ns[i] for i in picks]
+    services = [kept.services.get(r.trace_id or "", []) for r in selected]
+    return pa.concat_tables([kept.rows.cast(TASK_ARROW_SCHEMA), results_table(selected, services)])
 
 
 class TaskTableError(ValueError):
@@ -333,10 +348,19 @@ def blame_store(
     The collector stays paused until the report is built: the results were made while it was, so its
     first pass would walk every one of them (a third of a second per million spans) to free nothing.
     """
+    variants = report.variants(scenarios)
     with collector_paused():
-        results = task_results(
-            store, report.variants(scenarios), task_name, workers, repair, targets, selection
-        )
+        picks = _picks(variants, repair, targets) if isinstance(store, SharedStore) else None
+        if picks is not None:  # the task table answers: aggregated column by column
+            if task_name is not None:
+                selection = replace(selection or Selection(), task=task_name)
+            table = kept_table(store, picks, workers, selection)
+            if not table.num_rows:
+                return None
+            return report.render(
+                report.Population.of_table(table, percentile), scenarios, percentile, headline
+            )
+        results = task_results(store, variants, task_name, workers, repair, targets, selection)
         if not results:
             return None
         return report.blame(results, scenarios, percentile, headline, targets)

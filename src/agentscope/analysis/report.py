@@ -8,11 +8,13 @@ object: the only step that needs every task at once, on a table that is small
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentscope.analysis import categories as C
 from agentscope.analysis.profiles import CandidateProfile
@@ -92,11 +94,6 @@ def window_ranks(count: int, percentile: float) -> tuple[int, int]:
     return lo, max(lo, math.ceil(high / 100 * count))
 
 
-def _window(ranked: Sequence[TaskResult], percentile: float) -> list[TaskResult]:
-    lo, hi = window_ranks(len(ranked), percentile)
-    return list(ranked[lo - 1 : hi])
-
-
 LATENCY_PERCENTILES = (50, 90, 95, 99)
 WHATIF_PERCENTILES = (50, 95)
 
@@ -142,27 +139,79 @@ class Population:
         durations = np.array([r.duration_ns for r in results], dtype=np.int64)
         trace_ids = np.array([r.trace_id or "" for r in results])
         order = np.lexsort((np.array([r.span_id for r in results]), trace_ids, durations))
-        ranked = [results[i] for i in order.tolist()]
-        ranked_durations = durations[order].tolist()
-        components = np.array([r.components for r in results], dtype=np.float64)[order]
-        serial = sorted(r.serial_llm_calls for r in results)
-        wanted = (*WHATIF_PERCENTILES, percentile)
-        whatif = [
-            {q: nearest_rank(ordered, q) for q in wanted}
-            for ordered in np.sort(
-                np.array([r.whatif_ns for r in results], dtype=np.float64), axis=0
-            ).T.tolist()
-        ]
-        index = C.KEY_INDEX
-        return cls(
-            count=len(results),
+        return cls._ranked(
+            percentile,
+            durations,
+            order,
+            np.array([r.components for r in results], dtype=np.float64),
+            np.array([r.serial_llm_calls for r in results]),
+            np.array([r.whatif_ns for r in results], dtype=np.float64).reshape(len(results), -1),
             accepted=sum(1 for r in results if r.accepted),
             names=sorted({r.name for r in results}),
+            calls_without_tokens=sum(r.calls_without_tokens for r in results),
+            repaired=sum(r.repaired for r in results),
+            window_of=lambda ranks: [results[i] for i in ranks],
+        )
+
+    @classmethod
+    def of_table(cls, table: pa.Table, percentile: float) -> Population:
+        """:meth:`of` from a per-task table (``analysis.rows``), column by column: only the tasks of the
+        budget's window become ``TaskResult`` objects.  The same population as :meth:`of` of its rows."""
+        from agentscope.analysis.rows import results_from_table
+
+        if not table.num_rows:
+            raise ValueError("no tasks to analyse")
+        keys = [("duration_ns", "ascending"), ("trace_id", "ascending"), ("span_id", "ascending")]
+        n = table.num_rows
+        return cls._ranked(
+            percentile,
+            table.column("duration_ns").to_numpy(),
+            pc.sort_indices(table, sort_keys=keys).to_numpy(),
+            _matrix(table.column("components"), n),
+            table.column("serial_llm_calls").to_numpy(),
+            _matrix(table.column("whatif_ns"), n),
+            accepted=int(pc.sum(table.column("accepted").cast(pa.int64())).as_py() or 0),
+            names=sorted(pc.unique(table.column("name")).to_pylist()),
+            calls_without_tokens=int(pc.sum(table.column("calls_without_tokens")).as_py() or 0),
+            repaired=int(pc.sum(table.column("repaired")).as_py() or 0),
+            window_of=lambda ranks: results_from_table(table.take(ranks)),
+        )
+
+    @classmethod
+    def _ranked(
+        cls,
+        percentile: float,
+        durations: np.ndarray,
+        order: np.ndarray,
+        components: np.ndarray,
+        serial_calls: np.ndarray,
+        whatifs: np.ndarray,
+        *,
+        accepted: int,
+        names: list[str],
+        calls_without_tokens: int,
+        repaired: int,
+        window_of: Callable[[list[int]], list[TaskResult]],
+    ) -> Population:
+        """The population of tasks given as columns (row ``i`` is task ``i``) and their rank ``order``."""
+        ranked_durations = durations[order].tolist()
+        components = components[order]
+        serial = sorted(serial_calls.tolist())
+        wanted = (*WHATIF_PERCENTILES, percentile)
+        whatif = [
+            {q: nearest_rank(ordered, q) for q in wanted} for ordered in np.sort(whatifs, axis=0).T.tolist()
+        ]
+        lo, hi = window_ranks(len(ranked_durations), percentile)
+        index = C.KEY_INDEX
+        return cls(
+            count=len(ranked_durations),
+            accepted=accepted,
+            names=names,
             duration_ns={q: nearest_rank(ranked_durations, q) for q in (*LATENCY_PERCENTILES, percentile)},
             max_ns=ranked_durations[-1],
             mean_ns=sum(ranked_durations) / len(ranked_durations),
-            mean_components=(_in_order(components) / len(results)).tolist(),
-            window=_window(ranked, percentile),
+            mean_components=(_in_order(components) / len(ranked_durations)).tolist(),
+            window=window_of(order[lo - 1 : hi].tolist()),
             serial_mean=sum(serial) / len(serial),
             serial_p95=nearest_rank(serial, 95),
             split_measured_ns=float(
@@ -170,9 +219,15 @@ class Population:
             ),
             unsplit_ns=float(_in_order(components[:, index[C.UNSPLIT]])),
             whatif_ns=whatif,
-            calls_without_tokens=sum(r.calls_without_tokens for r in results),
-            repaired=sum(r.repaired for r in results),
+            calls_without_tokens=calls_without_tokens,
+            repaired=repaired,
         )
+
+
+def _matrix(column: pa.ChunkedArray, rows: int) -> np.ndarray:
+    """A list column whose lists are all of one length as a ``rows`` × length matrix."""
+    values = pc.list_flatten(column).to_numpy()
+    return values.astype(np.float64).reshape(rows, -1)
 
 
 def _in_order(values: np.ndarray) -> np.ndarray:

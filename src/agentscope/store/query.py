@@ -7,12 +7,13 @@ batch of whole traces, so memory stays bounded whatever the store's size.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from itertools import pairwise
 from typing import Any
 
+import duckdb
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -138,7 +139,7 @@ IN_REGISTERED = "trace_id IN (SELECT trace_id FROM agentscope_traces)"
 """The spans of the traces registered as ``agentscope_traces`` (:func:`registered`)."""
 
 
-@contextmanager
+@contextlib.contextmanager
 def registered(store: Store, traces: pa.Table) -> Iterator[None]:
     """``traces`` (a table with a ``trace_id`` column) visible to SQL as ``agentscope_traces`` for the
     block; spans queries select on it with ``trace_id IN (SELECT trace_id FROM agentscope_traces)``."""
@@ -146,7 +147,8 @@ def registered(store: Store, traces: pa.Table) -> Iterator[None]:
     try:
         yield
     finally:
-        store.con.unregister("agentscope_traces")
+        with contextlib.suppress(duckdb.ConnectionException):  # closed first, as an error unwound
+            store.con.unregister("agentscope_traces")
 
 
 def span_batches(

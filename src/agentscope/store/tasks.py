@@ -62,18 +62,15 @@ def selected_rows(
     clauses = ["TRUE" if skip is None else f"NOT {IN_REGISTERED}"]
     params: list[Any] = []
     if selection is not None:
-        if selection.task is not None:
-            clauses.append("name = ?")
-            params.append(selection.task)
-        if selection.service is not None:
-            clauses.append("list_contains(services, ?)")
-            params.append(selection.service)
-        if selection.since_ns is not None:
-            clauses.append("start_ns >= ?")
-            params.append(selection.since_ns)
-        if selection.until_ns is not None:
-            clauses.append("start_ns < ?")
-            params.append(selection.until_ns)
+        for value, clause in (
+            (selection.task, "name = ?"),
+            (selection.service, "list_contains(services, ?)"),
+            (selection.since_ns, "start_ns >= ?"),
+            (selection.until_ns, "start_ns < ?"),
+        ):
+            if value is not None:
+                clauses.append(clause)
+                params.append(value)
     columns = "*"
     if whatifs is not None:  # a row keeps dozens; a report reads a few, and each costs a Python float
         columns = f"* REPLACE (list_select(whatif_ns, {[i + 1 for i in whatifs]}::INTEGER[]) AS whatif_ns)"
