@@ -78,7 +78,7 @@ def add_traces(path: Path, after: int, count: int) -> int:
 
 def ui_refreshes(path: Path, after: int, seconds: float) -> tuple[list[float], bool, int]:
     """``agentscope ui`` on the store while 50 tasks (1,000 spans) a second are ingested into it: the
-    seconds of each overview refresh (blame, the budget's curve and the overview, asked in turn), whether
+    seconds of each overview refresh (blame, the what-if curve and the overview, asked in turn), whether
     every refresh counted at least the tasks written before it began, and the spans written."""
     import threading
     import time
@@ -125,7 +125,7 @@ def ui_refreshes(path: Path, after: int, seconds: float) -> tuple[list[float], b
             flushed = written[0]
             started = time.perf_counter()
             count = get("/api/blame")["tasks"]["count"]
-            get("/api/budget?targets=0")
+            get("/api/curve")
             get("/api/overview")
             times.append(time.perf_counter() - started)
             current = current and count >= before + flushed

@@ -25,12 +25,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentscope.analysis import report
-from agentscope.analysis.pipeline import explain_stored_trace, task_results
+from agentscope.analysis.pipeline import explain_stored_trace, kept_table, latency_curve, task_results
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank, trace_report
 from agentscope.analysis.tasks import TaskResult, TraceExplanation
 from agentscope.budget.catalog import load as load_catalog
 from agentscope.budget.pipeline import budget_store
+from agentscope.budget.report import curve_rows, distribution
 from agentscope.store.query import span_details, store_overview
 from agentscope.store.selection import Selection, SelectionError
 from agentscope.store.shared import SharedStore
@@ -40,6 +41,8 @@ STATIC = Path(__file__).parent / "ui_static"
 TASKS_SCHEMA = "agentscope.tasks/v1"
 SPANS_SCHEMA = "agentscope.spans/v1"
 CACHED_SELECTIONS = 16
+CURVE_SCHEMA = "agentscope.curve/v1"
+"""``GET /api/curve``: the budget document's what-if curve and duration distribution, alone."""
 
 
 class Problem(Exception):
@@ -114,20 +117,31 @@ class StoreView:
             lambda: self._analyse(lambda s: task_results(s, variants, repair=repair, selection=selection)),
         )
 
-    def budget(
-        self, selection: Selection, repair: bool, tasks_per_month: float, with_targets: bool = True
-    ) -> dict[str, Any] | None:
-        """The budget document; ``with_targets=False`` leaves the candidates out, so that it is answered
-        from the task table (a candidate's prediction reads the spans of every selected trace)."""
-        targets = self.targets if with_targets else ()
+    def budget(self, selection: Selection, repair: bool, tasks_per_month: float) -> dict[str, Any] | None:
         return self._remember(
-            ("budget", selection, repair, tasks_per_month, with_targets),
+            ("budget", selection, repair, tasks_per_month),
             lambda: self._analyse(
                 lambda s: budget_store(
-                    s, self.catalog, tasks_per_month, repair=repair, targets=targets, selection=selection
+                    s, self.catalog, tasks_per_month, repair=repair, targets=self.targets, selection=selection
                 )
             ),
         )
+
+    def curve(self, selection: Selection, repair: bool) -> dict[str, Any] | None:
+        """The overview's what-if curve and histogram: the budget document's, from the task table."""
+
+        def work(shared: SharedStore) -> dict[str, Any] | None:
+            found = latency_curve(shared, selection, repair)
+            if found is None:
+                return None
+            points, durations = found
+            return {
+                "schema": CURVE_SCHEMA,
+                "curve": curve_rows(points),
+                "distribution_ms": distribution(durations),
+            }
+
+        return self._remember(("curve", selection, repair), lambda: self._analyse(work))
 
     def explain(self, trace_id: str, selection: Selection, repair: bool) -> tuple[TraceExplanation, dict]:
         def work(store: Any) -> tuple[TraceExplanation, dict]:
@@ -141,7 +155,7 @@ class StoreView:
 
     def overview(self) -> dict[str, Any]:
         def work(shared: SharedStore) -> dict[str, Any]:
-            self.results(Selection(), True)  # the task table current (and the overview's blame cached)
+            kept_table(shared, ())  # the task table current: the traces written since, analysed
             return shared.answer(store_overview)
 
         return self._remember(("overview",), lambda: self._analyse(work))
@@ -282,10 +296,14 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
 
     def budget(request: Request) -> dict[str, Any]:
         selection, repair = _selection(request)
-        with_targets = request.query_params.get("targets", "1") not in ("0", "false", "no")
-        document = view.budget(
-            selection, repair, _number(request, "tasks_per_month", 10_000, 0, 1e12), with_targets
-        )
+        document = view.budget(selection, repair, _number(request, "tasks_per_month", 10_000, 0, 1e12))
+        if document is None:
+            raise Problem(f"no tasks{selection.describe()} in {store}", 404)
+        return document
+
+    def curve(request: Request) -> dict[str, Any]:
+        selection, repair = _selection(request)
+        document = view.curve(selection, repair)
         if document is None:
             raise Problem(f"no tasks{selection.describe()} in {store}", 404)
         return document
@@ -304,6 +322,7 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
             Route("/api/traces/{trace_id}", api(trace)),
             Route("/api/traces/{trace_id}/spans", api(spans)),
             Route("/api/budget", api(budget)),
+            Route("/api/curve", api(curve)),
             Route("/api/overview", api(overview)),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]

@@ -159,8 +159,14 @@ def test_the_api_gives_the_cli_documents(server, store):
     tasks = get(server + "/api/tasks?limit=5&offset=0")[1]
     durations = [t["duration_ms"] for t in tasks["tasks"]]
     assert tasks["count"] == 301 and durations == sorted(durations, reverse=True)
-    curve_only = get(server + "/api/budget?targets=0")[1]
-    assert curve_only == cli_json("budget", "--store", str(store))  # no candidate: from the task table
+    latency = cli_json("budget", "--store", str(store))["latency"]
+    for query in ("", "?task=triage"):
+        curve = get(server + "/api/curve" + query)[1]  # from the task table, column by column
+        expected = cli_json("budget", "--store", str(store), *(["--task", "triage"] if query else []))[
+            "latency"
+        ]
+        assert curve["curve"] == expected["curve"] and curve["distribution_ms"] == expected["distribution_ms"]
+    assert latency["curve"][-1]["inference_speedup"] == "inf"
     overview = get(server + "/api/overview")[1]
     assert overview["task_names"] == get(server + "/api/blame")[1]["tasks"]["names"]
     assert overview["traces"] >= 301 and overview["services"]

@@ -194,9 +194,7 @@ function whatifTable(rows) {
 
 async function overviewPage(params) {
   const selection = selectionOf(params);
-  const curveOnly = new URLSearchParams(selection);
-  curveOnly.set("targets", "0"); // the curve and the histogram: no candidate, so the task table answers
-  const [blame, budget] = await Promise.all([api("/api/blame", selection), api("/api/budget", curveOnly)]);
+  const [blame, curve] = await Promise.all([api("/api/blame", selection), api("/api/curve", selection)]);
   const latency = blame.latency_ms;
   const kpi = (label, value) => el("div", { class: "kpi" }, el("div", { class: "value", text: value }), el("div", { class: "label", text: label }));
   show(
@@ -207,8 +205,8 @@ async function overviewPage(params) {
     el("h2", { text: `What a p${blame.percentile} task is made of` }),
     ...budgetBar(blame.budget, latency.p95),
     el("div", { class: "grid" },
-      el("div", {}, el("h2", { text: "What if inference were faster" }), whatifCurve(budget.latency.curve, latency.p95)),
-      el("div", {}, el("h2", { text: "Durations" }), histogram(budget.latency.distribution_ms.durations, latency.p95))),
+      el("div", {}, el("h2", { text: "What if inference were faster" }), whatifCurve(curve.curve, latency.p95)),
+      el("div", {}, el("h2", { text: "Durations" }), histogram(curve.distribution_ms.durations, latency.p95))),
     el("h2", { text: "What if" }), whatifTable(blame.whatif),
     el("h2", { text: "Top operations on the critical path" }),
     table("operations-table", ["operation", "category", "ms", "share", "calls/task"], blame.operations.map((op) =>

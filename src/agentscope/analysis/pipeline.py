@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from agentscope.analysis import report
@@ -364,6 +365,29 @@ def blame_store(
         if not results:
             return None
         return report.blame(results, scenarios, percentile, headline, targets)
+
+
+def latency_curve(
+    store: Store | SharedStore, selection: Selection | None = None, repair: bool = True
+) -> tuple[list[tuple[float, float, float]], list[float]] | None:
+    """The budget's what-if curve (``report.curve_points``) and the selected tasks' durations in ms,
+    ascending; from the task table column by column where it answers.  None when no task is selected."""
+    curve = report.curve_scenarios()
+    variants = report.variants(curve)
+    picks = _picks(variants, repair, ()) if isinstance(store, SharedStore) else None
+    if picks is not None:
+        table = kept_table(store, picks, None, selection)
+        if not table.num_rows:
+            return None
+        durations = table.column("duration_ns").to_numpy()
+        whatifs = report.list_matrix(table.column("whatif_ns"), table.num_rows)
+    else:
+        results = task_results(store, variants, None, None, repair, (), selection)
+        if not results:
+            return None
+        durations = np.array([r.duration_ns for r in results], dtype=np.int64)
+        whatifs = np.array([r.whatif_ns for r in results], dtype=np.float64)
+    return report.curve_points(whatifs, curve), (np.sort(durations) / 1e6).tolist()
 
 
 def blame_saved(

@@ -35,6 +35,22 @@ def curve_scenarios() -> list[Scenario]:
     return [Scenario(f"inference x{f:g}", {"inference": f}) for f in CURVE_FACTORS]
 
 
+def curve_points(whatifs: np.ndarray, curve: Sequence[Scenario]) -> list[tuple[float, float, float]]:
+    """(inference speedup, p95 ms optimistic, p95 ms pessimistic) of each ``curve`` scenario, from a
+    tasks × what-ifs matrix holding each scenario's optimistic then pessimistic durations (ns)."""
+    points = []
+    for k, scenario in enumerate(curve):
+        optimistic, pessimistic = (np.sort(whatifs[:, 2 * k + side]).tolist() for side in (0, 1))
+        points.append(
+            (
+                scenario.speedups["inference"],
+                nearest_rank(optimistic, 95) / 1e6,
+                nearest_rank(pessimistic, 95) / 1e6,
+            )
+        )
+    return points
+
+
 ROW_SCENARIOS = (*DEFAULT_SCENARIOS, *curve_scenarios())
 """The scenarios whose what-if times the task table keeps for every task: blame's defaults and the
 budget's curve.  Any other scenario is simulated on demand."""
@@ -167,9 +183,9 @@ class Population:
             percentile,
             table.column("duration_ns").to_numpy(),
             pc.sort_indices(table, sort_keys=keys).to_numpy(),
-            _matrix(table.column("components"), n),
+            list_matrix(table.column("components"), n),
             table.column("serial_llm_calls").to_numpy(),
-            _matrix(table.column("whatif_ns"), n),
+            list_matrix(table.column("whatif_ns"), n),
             accepted=int(pc.sum(table.column("accepted").cast(pa.int64())).as_py() or 0),
             names=sorted(pc.unique(table.column("name")).to_pylist()),
             calls_without_tokens=int(pc.sum(table.column("calls_without_tokens")).as_py() or 0),
@@ -224,7 +240,7 @@ class Population:
         )
 
 
-def _matrix(column: pa.ChunkedArray, rows: int) -> np.ndarray:
+def list_matrix(column: pa.ChunkedArray, rows: int) -> np.ndarray:
     """A list column whose lists are all of one length as a ``rows`` × length matrix."""
     values = pc.list_flatten(column).to_numpy()
     return values.astype(np.float64).reshape(rows, -1)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import task_results
 from agentscope.analysis.profiles import CandidateProfile
-from agentscope.analysis.report import nearest_rank
 from agentscope.analysis.tasks import TaskResult
 from agentscope.analysis.whatif import Scenario
 from agentscope.budget import report as budget_report
@@ -78,15 +79,5 @@ def _curve(
     results: Sequence[TaskResult], curve: Sequence[Scenario], offset: int
 ) -> list[tuple[float, float, float]]:
     """(inference speedup, p95 ms optimistic, p95 ms pessimistic) of each curve scenario."""
-    points = []
-    for k, scenario in enumerate(curve):
-        optimistic = sorted(r.whatif_ns[offset + 2 * k] for r in results)
-        pessimistic = sorted(r.whatif_ns[offset + 2 * k + 1] for r in results)
-        points.append(
-            (
-                scenario.speedups["inference"],
-                nearest_rank(optimistic, 95) / 1e6,
-                nearest_rank(pessimistic, 95) / 1e6,
-            )
-        )
-    return points
+    whatifs = np.array([r.whatif_ns[offset:] for r in results], dtype=np.float64)
+    return report.curve_points(whatifs, curve)

@@ -37,6 +37,34 @@ def _iso(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
 
 
+def curve_rows(curve: Sequence[tuple[float, float, float]]) -> list[dict[str, Any]]:
+    """The what-if curve as the document gives it: one row per inference speedup."""
+    return [
+        {"inference_speedup": "inf" if math.isinf(f) else f, "p95_ms": opt, "p95_ms_pessimistic": pes}
+        for f, opt, pes in curve
+    ]
+
+
+DURATIONS_SHOWN = 5000
+"""Task durations a document lists at most (every k-th of more), for a histogram."""
+
+
+def distribution(durations: Sequence[float]) -> dict[str, Any]:
+    """Percentiles of ascending task ``durations`` (ms), and the durations themselves, thinned."""
+    n = len(durations)
+    return {
+        "p10": nearest_rank(durations, 10),
+        "p25": nearest_rank(durations, 25),
+        "p50": nearest_rank(durations, 50),
+        "p75": nearest_rank(durations, 75),
+        "p90": nearest_rank(durations, 90),
+        "p99": nearest_rank(durations, 99),
+        "durations": list(durations)
+        if n <= DURATIONS_SHOWN
+        else list(durations[:: math.ceil(n / DURATIONS_SHOWN)]),
+    }
+
+
 def _usage(results: Sequence[TaskResult], accepted: int) -> dict[str, Any]:
     n = len(results)
     totals = {
@@ -184,19 +212,8 @@ def build(
             "budget": blame["budget"],
             "whatif": blame["whatif"],
             "verdict": blame["verdict"],
-            "curve": [
-                {"inference_speedup": "inf" if math.isinf(f) else f, "p95_ms": opt, "p95_ms_pessimistic": pes}
-                for f, opt, pes in curve
-            ],
-            "distribution_ms": {
-                "p10": nearest_rank(durations, 10),
-                "p25": nearest_rank(durations, 25),
-                "p50": nearest_rank(durations, 50),
-                "p75": nearest_rank(durations, 75),
-                "p90": nearest_rank(durations, 90),
-                "p99": nearest_rank(durations, 99),
-                "durations": durations if n <= 5000 else durations[:: math.ceil(n / 5000)],
-            },
+            "curve": curve_rows(curve),
+            "distribution_ms": distribution(durations),
         },
         "usage": usage | {"models": list(models.values()), "unpriced_models": unpriced},
         "projection": {
