@@ -25,7 +25,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from agentscope.analysis import report
-from agentscope.analysis.pipeline import explain_stored_trace, kept_table, latency_curve, task_results
+from agentscope.analysis.pipeline import (
+    blame_store,
+    explain_stored_trace,
+    kept_table,
+    latency_curve,
+    task_results,
+)
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank, trace_report
 from agentscope.analysis.tasks import TaskResult, TraceExplanation
@@ -35,7 +41,7 @@ from agentscope.budget.report import curve_rows, distribution
 from agentscope.store.query import span_details, store_overview
 from agentscope.store.selection import Selection, SelectionError
 from agentscope.store.shared import SharedStore
-from agentscope.store.store import StoreError
+from agentscope.store.store import Store, StoreError
 
 STATIC = Path(__file__).parent / "ui_static"
 TASKS_SCHEMA = "agentscope.tasks/v1"
@@ -53,20 +59,6 @@ class Problem(Exception):
         self.status = status
 
 
-def _signature(path: Path) -> tuple[Any, ...]:
-    """What changes when anything is written: the file, its write-ahead log, the spool."""
-    parts: list[Any] = []
-    for candidate in (path, path.with_name(path.name + ".wal")):
-        try:
-            stat = candidate.stat()
-            parts.append((stat.st_size, stat.st_mtime_ns))
-        except OSError:
-            parts.append(None)
-    spool = path.with_name(path.name + ".spool")
-    parts.append(tuple(sorted(p.name for p in spool.iterdir())) if spool.is_dir() else ())
-    return tuple(parts)
-
-
 class StoreView:
     """Reads of one store for the API, with results remembered per selection until the store changes."""
 
@@ -79,8 +71,18 @@ class StoreView:
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
 
+    def _version(self) -> tuple[int, int]:
+        """What every answer depends on: the spans stored, as :meth:`Store.content_version` numbers them
+        (a reader's rows written back leave it as it is, so they do not make the next request miss)."""
+        if not self.path.exists():
+            raise Problem(f"store {self.path} does not exist yet", 404)
+        try:
+            return self.shared.answer(Store.content_version)
+        except StoreError as exc:
+            raise Problem(str(exc), 503) from None
+
     def _remember(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
-        key = (_signature(self.path), *key)
+        key = (self._version(), *key)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
@@ -109,6 +111,15 @@ class StoreView:
             return work(self.shared)
         except StoreError as exc:
             raise Problem(str(exc), 503) from None
+
+    def blame(self, selection: Selection, repair: bool, percentile: float) -> dict[str, Any] | None:
+        """The blame document, from the task table's columns (``blame_store``)."""
+        return self._remember(
+            ("blame", selection, repair, percentile),
+            lambda: self._analyse(
+                lambda s: blame_store(s, percentile=percentile, repair=repair, selection=selection)
+            ),
+        )
 
     def results(self, selection: Selection, repair: bool) -> list[TaskResult]:
         variants = report.variants(report.DEFAULT_SCENARIOS)
@@ -273,10 +284,10 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
 
     def blame(request: Request) -> dict[str, Any]:
         selection, repair = _selection(request)
-        results = view.results(selection, repair)
-        if not results:
+        document = view.blame(selection, repair, _number(request, "percentile", 95, 1, 100))
+        if document is None:
             raise Problem(f"no tasks{selection.describe()} in {store}", 404)
-        return report.blame(results, report.DEFAULT_SCENARIOS, _number(request, "percentile", 95, 1, 100))
+        return document
 
     def tasks(request: Request) -> dict[str, Any]:
         selection, repair = _selection(request)

@@ -157,6 +157,12 @@ class Store:
         self.con.execute(_MARK_WRITTEN.format(source=source), [seq]).fetchall()
         self.con.execute(_COUNT_SPANS)
 
+    def content_version(self) -> tuple[int, int]:
+        """(the last span write's sequence number, the spans stored): changes whenever spans do, by any
+        writer (a write outside agentscope's changes the count), and not when task rows are written."""
+        (seq,) = self.con.execute("SELECT value FROM agentscope_meta WHERE key = 'write_seq'").fetchall()[0]
+        return int(seq), self.span_count()
+
     def unmarked_writes(self) -> bool:
         """Whether spans were written or deleted by other means than this class (a DuckDB shell, say):
         the count of spans differs from the one its last write left.  Such writes leave no write
@@ -232,6 +238,7 @@ class Store:
             spans = int(self.scalar(f"DELETE FROM spans WHERE {old}"))
             for table in ("tasks", "task_traces", "trace_writes"):
                 self.con.execute(f"DELETE FROM {table} WHERE {old}")
+            self.con.execute(_NEXT_SEQ).fetchall()  # a write of spans, for whoever numbers what it read
             self.con.execute(_COUNT_SPANS)
             self.con.execute("DROP TABLE agentscope_old")
         return traces, spans
