@@ -34,6 +34,28 @@ def write_tasks(store: str, tasks: int, progress: str | None = None, flush_every
     ags.shutdown()
 
 
+def start_writers(path: Path, progress: list[Path], tasks: int, flush_every: int) -> list:
+    """One spawned :func:`write_tasks` process per progress file, started; returned once the store
+    exists (or after a minute)."""
+    import multiprocessing
+
+    spawn = multiprocessing.get_context("spawn")
+    workers = [
+        spawn.Process(target=write_tasks, args=(str(path), tasks, str(p), flush_every)) for p in progress
+    ]
+    for worker in workers:
+        worker.start()
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return workers
+
+
+def flushed(progress: list[Path]) -> int:
+    """Tasks the writers of :func:`start_writers` have flushed into the store so far."""
+    return sum(int(p.read_text()) for p in progress if p.exists())
+
+
 def export_over_otlp(endpoint: str, tasks: int, service: str) -> None:
     """A plain OpenTelemetry app exporting to ``agentscope serve``; its token comes from the environment."""
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -55,19 +55,11 @@ def test_four_worker_processes_lose_no_span(tmp_path):
 def test_readers_never_fail_while_two_processes_write_and_see_what_was_flushed(tmp_path):
     path = tmp_path / "live.duckdb"
     progress = [tmp_path / f"progress-{n}" for n in range(2)]
-    workers = [
-        SPAWN.Process(target=store_workers.write_tasks, args=(str(path), 6_000, str(p), 500))
-        for p in progress
-    ]
-    for worker in workers:
-        worker.start()
-    deadline = time.monotonic() + 60
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    workers = store_workers.start_writers(path, progress, 6_000, 500)
     reads = 0
     try:
         for round_ in range(6):
-            flushed = sum(int(p.read_text()) for p in progress if p.exists())
+            flushed = store_workers.flushed(progress)
             blame = cli("blame", "--store", str(path), "--format", "json")
             assert blame.returncode == 0, blame.stderr
             assert json.loads(blame.stdout)["tasks"]["count"] >= flushed

@@ -7,7 +7,6 @@ import itertools
 import multiprocessing
 import random
 import threading
-import time
 
 import duckdb
 import store_workers
@@ -210,19 +209,11 @@ def test_a_version_1_store_is_migrated_in_place_on_first_open(tmp_path):
 def test_answers_stay_right_while_two_processes_write(tmp_path):
     path = tmp_path / "live.duckdb"
     progress = [tmp_path / f"progress-{n}" for n in range(2)]
-    workers = [
-        SPAWN.Process(target=store_workers.write_tasks, args=(str(path), 15_000, str(p), 500))
-        for p in progress
-    ]
-    for worker in workers:
-        worker.start()
-    deadline = time.monotonic() + 60
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    workers = store_workers.start_writers(path, progress, 15_000, 500)
     shared, counts = SharedStore(path), []
     try:
         while any(worker.is_alive() for worker in workers) and len(counts) < 40:
-            flushed = sum(int(p.read_text()) for p in progress if p.exists())
+            flushed = store_workers.flushed(progress)
             report = blame_store(shared)
             counts.append(report["tasks"]["count"] if report else 0)
             assert counts[-1] >= flushed  # every task flushed before the read started
