@@ -308,7 +308,9 @@ def _read_kept(store: Store, selection: Selection | None, picks: list[int], live
     if not len(changed):
         return _Kept(changed, rows, {}, [])
     services = trace_services(store, changed)
-    spans = span_count_of(store, changed) if live else LIVE_READ_MAX_SPANS + 1
+    if not live:
+        return _Kept(changed, rows, services, None)
+    spans = span_count_of(store, changed)
     if spans > LIVE_READ_MAX_SPANS:
         return _Kept(changed, rows, services, None)
     return _Kept(changed, rows, services, list(span_batches(store, traces=changed, spans=spans)))
