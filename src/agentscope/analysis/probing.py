@@ -31,17 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agentscope.analysis.profiles import CandidateProfile, Figure
-
-
-@dataclass(frozen=True)
-class ProbeCall:
-    """One probe call as measured: its tokens (as the endpoint counted them) and its times."""
-
-    input_tokens: int
-    output_tokens: int
-    ttft_ms: float
-    total_ms: float
+from agentscope.analysis.profiles import CandidateProfile, Figure, ProbeCall
 
 
 @dataclass(frozen=True)
@@ -174,6 +164,7 @@ def fit_profile(
         model=model,
         description=f"{model} at {endpoint}",
         concurrency=concurrency,
+        calls=tuple(calls),
     )
     residuals = [c.total_ms - profile.predict_ms(c.input_tokens, c.output_tokens) for c in calls]
     return dataclasses.replace(profile, residuals_ms=residuals)

@@ -29,6 +29,12 @@ decode_tokens_per_s = { value = 500, source = "Groq's published model speed" }
 A figure left out is 0 (a rate left out adds nothing).  ``concurrency`` (optional) is
 the number of calls in flight the figures were measured at: a probe records it,
 since an endpoint shares its throughput among concurrent streams.
+
+A measured profile also keeps its probe calls (``calls``).  The figures give a
+call's typical time; the calls give the spread around it, which at load is
+large: under continuous batching a call's time depends on what it shares the
+engine with, and a task's p95 is made of calls that met a busy engine.
+:meth:`CandidateProfile.sample_ms` draws a call's time from that spread.
 """
 
 from __future__ import annotations
@@ -74,6 +80,21 @@ class Figure:
 
 
 @dataclass(frozen=True)
+class ProbeCall:
+    """One probe call as measured: its tokens (as the endpoint counted them) and its times."""
+
+    input_tokens: int
+    output_tokens: int
+    ttft_ms: float
+    total_ms: float
+
+
+SPREAD_NEIGHBOURS = 0.25
+"""The share of a profile's probe calls (at least 3) whose spread a call's time is drawn from: those
+nearest it in predicted time."""
+
+
+@dataclass(frozen=True)
 class CandidateProfile:
     """A candidate endpoint's predicted call time, figure by figure (each with its source)."""
 
@@ -87,6 +108,8 @@ class CandidateProfile:
     """For a measured profile: measured minus predicted time of each probe call."""
     concurrency: int | None = None
     """The calls in flight the figures were measured at (None: not stated)."""
+    calls: tuple[ProbeCall, ...] = ()
+    """For a measured profile: the probe calls it was fitted on (the spread of :meth:`sample_ms`)."""
 
     def value(self, figure: str) -> float:
         found = self.figures.get(figure)
@@ -104,6 +127,35 @@ class CandidateProfile:
         ms += self.value("decode_context_ms") * output_tokens * (input_tokens + output_tokens / 2) / 1000
         return ms
 
+    def sample_ms(self, input_tokens: int, output_tokens: int, draw: float) -> float:
+        """The call's time drawn from the spread the probe measured, in ms; ``draw`` in [0, 1) picks it.
+
+        The probe calls nearest this call in predicted time (:data:`SPREAD_NEIGHBOURS`) each
+        give a ratio, measured over predicted; ``draw`` picks one of them by rank, and the
+        prediction is scaled by it.  Ratios rather than milliseconds, and from calls of a
+        similar time, since what a call meets at load grows with its own length.  Without
+        probe calls, :meth:`predict_ms`.
+        """
+        predicted = self.predict_ms(input_tokens, output_tokens)
+        ratios = self._spread(predicted)
+        if not ratios:
+            return predicted
+        return predicted * ratios[min(int(draw * len(ratios)), len(ratios) - 1)]
+
+    def _spread(self, predicted_ms: float) -> list[float]:
+        """Measured over predicted, sorted, for the probe calls nearest ``predicted_ms`` in predicted time."""
+        paired = [
+            (self.predict_ms(c.input_tokens, c.output_tokens), c.total_ms)
+            for c in self.calls
+            if c.total_ms > 0
+        ]
+        paired = [(p, m) for p, m in paired if p > 0]
+        if not paired:
+            return []
+        paired.sort(key=lambda pm: abs(pm[0] - predicted_ms))
+        nearest = paired[: max(3, round(len(paired) * SPREAD_NEIGHBOURS))]
+        return sorted(m / p for p, m in nearest)
+
     def to_toml(self) -> str:
         """The profile as TOML, the format :func:`load_profile` reads."""
         lines = [f'name = "{self.name}"', f'kind = "{self.kind}"', f'date = "{self.date}"']
@@ -115,6 +167,14 @@ class CandidateProfile:
             lines.append(f"concurrency = {self.concurrency}")
         if self.residuals_ms:
             lines.append("residuals_ms = [" + ", ".join(f"{r:.1f}" for r in self.residuals_ms) + "]")
+        if self.calls:
+            lines.append("calls = [")
+            lines += [
+                f"  {{ input_tokens = {c.input_tokens}, output_tokens = {c.output_tokens},"
+                f" ttft_ms = {c.ttft_ms:.1f}, total_ms = {c.total_ms:.1f} }},"
+                for c in self.calls
+            ]
+            lines.append("]")
         lines += ["", "[figures]"]
         for name in FIGURES:
             if name in self.figures:
@@ -154,6 +214,7 @@ def parse_profile(data: dict[str, Any], where: str) -> CandidateProfile:
     ):
         raise ProfileError(f"{where}: concurrency must be a whole number of calls ≥ 1, not {concurrency!r}")
     return CandidateProfile(
+        calls=_calls(data.get("calls") or [], where),
         name=name,
         kind=kind,
         date=str(data.get("date") or ""),
@@ -163,6 +224,29 @@ def parse_profile(data: dict[str, Any], where: str) -> CandidateProfile:
         residuals_ms=[float(r) for r in data.get("residuals_ms") or []],
         concurrency=concurrency,
     )
+
+
+def _calls(entries: Any, where: str) -> tuple[ProbeCall, ...]:
+    """A profile's probe calls, each checked: whole token counts, times in ms ≥ 0."""
+    if not isinstance(entries, list):
+        raise ProfileError(f"{where}: calls must be a list of probe calls")
+    calls = []
+    for k, entry in enumerate(entries):
+        try:
+            call = ProbeCall(
+                int(entry["input_tokens"]),
+                int(entry["output_tokens"]),
+                float(entry["ttft_ms"]),
+                float(entry["total_ms"]),
+            )
+        except (TypeError, KeyError, ValueError):
+            raise ProfileError(
+                f"{where}: calls[{k}] needs input_tokens, output_tokens, ttft_ms and total_ms"
+            ) from None
+        if min(call.input_tokens, call.output_tokens) < 0 or min(call.ttft_ms, call.total_ms) < 0:
+            raise ProfileError(f"{where}: calls[{k}] has a negative figure")
+        calls.append(call)
+    return tuple(calls)
 
 
 def load_profile(path: Path) -> CandidateProfile:

@@ -7,12 +7,19 @@ The what-if simulation (``whatif.simulate_batch``) then keeps the happens-before
 rules: whatever waited for the call moves with it, parallel calls stay parallel.
 A call without token counts keeps its time and is counted.
 
+A measured profile draws each call's time from the spread its probe measured
+(``CandidateProfile.sample_ms``), the draw fixed by the call's trace and span ids
+and the profile's name: the same traces give the same prediction on every run
+and engine, and the slowest tasks meet the slow calls that a busy engine
+really serves.
+
 Limit: the time a caller spent between a stream's chunks (outside the stream's
 iterator) is scaled with the call.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from agentscope.analysis.attribution import FAILED_MIX, Mix, union_ns
@@ -66,9 +73,16 @@ def target_overrides(
         recorded = _recorded_ns(trace, i, mixes)
         if recorded <= 0:
             continue
+        call = f"{trace.batch['trace_id'][trace.rows[i]]}:{trace.span_id(i)}"
         factors: list[float | None] = [
-            target.predict_ms(inputs, outputs) * 1e6 / recorded for target in targets
+            target.sample_ms(inputs, outputs, _draw(call, target.name)) * 1e6 / recorded for target in targets
         ]
         for span in _call_spans(trace, i, mixes):
             overrides[span] = factors
     return overrides, missing
+
+
+def _draw(call: str, target: str) -> float:
+    """A number in [0, 1) fixed by the call and the target, the same in every process."""
+    digest = hashlib.blake2b(f"{target}/{call}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
