@@ -40,6 +40,7 @@ from shapes import SHAPES, write_file
 
 from agentscope.ingest import ingest
 from agentscope.store import Store
+from agentscope.store.schema import COLUMN_NAMES
 
 CHILDREN = (
     # (kind, name, start ms, end ms, status, attributes JSON)
@@ -171,9 +172,8 @@ def build_store(path: Path, traces: int) -> int:
         for j, (kind, name, start, end, status, attrs) in enumerate(CHILDREN)
     )
     with Store(path) as store:
-        store.con.execute(
+        rows = store.con.sql(
             f"""
-            INSERT INTO spans
             WITH children(j, kind, name, s, e, status, attrs) AS (VALUES {values}),
             tasks AS (SELECT i, printf('%032x', i) AS trace_id, i * 1000000000 AS base,
                              (i % 97) * 500000 AS jitter FROM range({traces}) t(i))
@@ -188,7 +188,8 @@ def build_store(path: Path, traces: int) -> int:
                    status, NULL, 'bench', 'agentscope', 1, 100000, attrs
             FROM tasks, children
             """
-        ).fetchall()
+        ).to_arrow_table()
+        store.insert(rows.rename_columns(COLUMN_NAMES))  # the store adds the typed columns
         return store.span_count()
 
 

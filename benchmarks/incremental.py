@@ -1,6 +1,6 @@
 """The task table: blame from kept rows against a full recompute, on a store of attribute-rich spans.
 
-    python benchmarks/incremental.py [--traces 50000] [--new-traces 500] [--repeat 3]
+    python benchmarks/incremental.py [--traces 50000] [--new-traces 500] [--repeat 3] [--work DIR]
 
 A store of ``--traces`` rich agent tasks of 20 spans (``shapes.py``, loaded with
 ``agentscope ingest``) is asked the same question, ``agentscope blame --store
@@ -39,11 +39,13 @@ from shapes import write_file
 
 from agentscope.ingest import ingest
 from agentscope.store.shared import SharedStore
+from agentscope.store.store import Store
 
 FULL = """
 import json, sys
 from agentscope.analysis.pipeline import blame_store
 from agentscope.store.shared import SharedStore
+from agentscope.store.store import Store
 with SharedStore(sys.argv[1]).reading() as snapshot:
     print(json.dumps(blame_store(snapshot)))
 """
@@ -161,10 +163,21 @@ def main() -> None:
     parser.add_argument(
         "--ui-seconds", type=float, default=20, help="how long the UI is refreshed while written"
     )
+    parser.add_argument(
+        "--work", type=Path, help="keep the store built here and use it again (10M spans take minutes)"
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         base = Path(tmp) / "base.duckdb"
-        spans = build_rich_store(base, args.traces)
+        kept = args.work / f"rich-{args.traces}.duckdb" if args.work else None
+        if kept is not None and kept.exists():
+            shutil.copyfile(kept, base)
+            with Store(base, read_only=True) as store:
+                spans = store.span_count()
+        else:
+            spans = build_rich_store(base, args.traces)
+            if kept is not None:
+                shutil.copyfile(base, kept)
         print(f"a store of {spans:,} rich spans ({args.traces:,} tasks)", flush=True)
         times: dict[str, list[float]] = {"full": [], "first": [], "unchanged": [], "after": []}
         new_spans = 0

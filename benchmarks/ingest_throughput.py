@@ -1,7 +1,7 @@
 """Ingest throughput: agentscope ingest of OTLP JSON lines next to DuckDB's own read_json.
 
     python benchmarks/ingest_throughput.py [--sizes 200000 1000000] [--shapes rich minimal]
-                                           [--spans-per-line N]
+                                           [--spans-per-line N] [--baseline-python PATH]
 
 Generates OTLP JSON lines of agent traces in each shape of ``shapes.py`` — ``rich``
 (the default: attributes as real SDKs write them, 200 spans a line) and
@@ -81,9 +81,9 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "stored": stored, "ok": T
 """
 
 
-def run(code: str, *args: str) -> dict:
+def run(code: str, *args: str, python: str = sys.executable) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, check=True
+        [python, "-c", textwrap.dedent(code), *args], capture_output=True, text=True, check=True
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -93,12 +93,17 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[200_000, 1_000_000])
     parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
     parser.add_argument("--spans-per-line", type=int, default=None, help="default: the shape's")
+    parser.add_argument(
+        "--baseline-python",
+        help="also ingest into a held store with another checkout's interpreter, in the same run",
+    )
     args = parser.parse_args()
+    before = " | baseline ingest spans/s | ratio" if args.baseline_python else ""
     print(
         "| shape | spans | file (MB) | DuckDB read_json spans/s | agentscope ingest spans/s | ratio | "
-        "shared store (the CLI) spans/s | ratio | RSS read_json (MB) | RSS ingest (MB) |"
+        f"shared store (the CLI) spans/s | ratio{before} | RSS read_json (MB) | RSS ingest (MB) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if before else "") + "---:|---:|")
     for shape, size in ((shape, size) for shape in args.shapes for size in args.sizes):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "spans.jsonl"
@@ -114,6 +119,14 @@ def main() -> None:
             shared_rate = spans / shared["seconds"]
             cells = [shape, f"{spans:,}", f"{mb:,.0f}", f"{duck_rate:,.0f}", f"{our_rate:,.0f}"]
             cells += [f"{our_rate / duck_rate:.2f}", f"{shared_rate:,.0f}", f"{shared_rate / duck_rate:.2f}"]
+            if args.baseline_python:
+                store = os.path.join(tmp, "before.duckdb")
+                baseline = run(AGENTSCOPE, str(path), store, "held", python=args.baseline_python)
+                assert baseline["stored"] == spans
+                cells += [
+                    f"{spans / baseline['seconds']:,.0f}",
+                    f"{spans / baseline['seconds'] / duck_rate:.2f}",
+                ]
             cells += [f"{duck['rss_mb']:.0f}", f"{ours['rss_mb']:.0f}"]
             print("| " + " | ".join(cells) + " |")
 

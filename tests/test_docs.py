@@ -56,3 +56,14 @@ def test_every_content_key_is_documented():
     listed = [*attributes.CONTENT_KEYS, *(f"{prefix}…" for prefix in attributes.CONTENT_PREFIXES)]
     missing = sorted(key for key in listed if f"`{key}`" not in text)
     assert not missing, f"docs/attributes.md lacks {missing}"
+
+
+def test_every_typed_column_is_in_store_md():
+    from agentscope.store.schema import ATTRIBUTE_FIELDS, TYPED_COLUMNS
+
+    text = (DOCS / "store.md").read_text()
+    missing = [
+        name for name, key, sql_type in ATTRIBUTE_FIELDS if f"| `{name}` | {sql_type} | `{key}`" not in text
+    ]
+    missing += [name for name, _ in TYPED_COLUMNS if f"| `{name}` |" not in text]
+    assert not missing, f"docs/store.md lacks the typed columns {missing}"

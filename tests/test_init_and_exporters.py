@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 import agentscope as ags
 from agentscope.store import SCHEMA_VERSION, Store
-from agentscope.store.schema import COLUMN_NAMES, rows_to_table
+from agentscope.store.schema import COLUMN_NAMES, TYPED_NAMES, rows_to_table
 
 
 def run_python(code: str) -> str:
@@ -118,12 +118,13 @@ def test_store_schema_version_and_columns(tmp_path):
         (str(SCHEMA_VERSION),)
     ]
     columns = [row[0] for row in con.execute("describe spans").fetchall()]
-    assert tuple(columns) == COLUMN_NAMES
+    assert tuple(columns) == COLUMN_NAMES + TYPED_NAMES
     (row,) = con.execute(
-        "select trace_id, span_id, parent_id, kind, status, cpu_ns, thread_id from spans"
+        "select trace_id, span_id, parent_id, kind, status, cpu_ns, thread_id, task_name, label from spans"
     ).fetchall()
     assert len(row[0]) == 32 and len(row[1]) == 16 and row[2] is None
     assert row[3] == "task" and row[4] == "UNSET" and row[5] >= 0 and row[6] > 0
+    assert row[7] == row[8] == "job"  # typed as it was stored
 
 
 def test_same_span_written_twice_is_stored_once(tmp_path):

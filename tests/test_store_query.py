@@ -9,8 +9,8 @@ import sys
 from tracebuild import store_row
 
 from agentscope.store import Store
-from agentscope.store.query import _EXTRACTED, trace_spans
-from agentscope.store.schema import rows_to_table
+from agentscope.store.query import trace_spans
+from agentscope.store.schema import ATTRIBUTE_FIELDS, rows_to_table
 
 ODD_VALUES = [
     "2", 2, 2.5, -1, 0, 12345678901234567890, 1e-7, 1e3, 0.1, True, False, None, "", " 7 ", "x",
@@ -35,6 +35,20 @@ def _same_word(word: str, other: str) -> bool:
         return False
 
 
+LABEL_KEYS = {
+    "tool_name": "gen_ai.tool.name",
+    "request_model": "gen_ai.request.model",
+    "response_model": "gen_ai.response.model",
+    "db_system": "db.system.name",
+    "db_system_old": "db.system",
+    "db_operation": "db.operation.name",
+    "server_address": "server.address",
+    "peer_name": "net.peer.name",
+}
+"""The keys a label is made of, by the name ``_label`` gives them."""
+EXTRACTED = [*ATTRIBUTE_FIELDS, *((name, key, "VARCHAR") for name, key in LABEL_KEYS.items())]
+
+
 def _label(kind: str, name: str, text: dict[str, str | None]) -> str | None:
     """The label the analyzer's columns give, from each key's text (the query's CASE, restated)."""
     system = text["db_system"] if text["db_system"] is not None else text["db_system_old"]
@@ -56,19 +70,16 @@ def test_every_extracted_key_reads_as_its_text_cast_to_its_type(tmp_path):
     values = itertools.cycle(ODD_VALUES)
     rows = []
     for k in range(len(ODD_VALUES) * len(KINDS)):
-        attributes = {key: next(values) for _, key, _ in _EXTRACTED}
+        attributes = {key: next(values) for _, key, _ in EXTRACTED}
         rows.append(store_row("t1", f"s{k:03d}", None, KINDS[k % len(KINDS)], k, k + 1, **attributes))
-    rows.append(store_row("t1", "twice", None, "llm", 0, 1))
+    twice = '{"agentscope.attempt": 3, "agentscope.attempt": 4, "gen_ai.request.model": "first"}'
+    rows.append((*store_row("t1", "twice", None, "llm", 0, 1)[:-1], twice))  # a key written twice
     with Store(tmp_path / "odd.duckdb") as store:
         store.insert(rows_to_table(rows))
-        store.con.execute(
-            "UPDATE spans SET attributes = ? WHERE span_id = 'twice'",
-            ['{"agentscope.attempt": 3, "agentscope.attempt": 4, "gen_ai.request.model": "first"}'],
-        )
         table = trace_spans(store, "t1").sort_by("span_id")
         ordered = "FROM spans ORDER BY span_id"
         texts = {}
-        for name, key, sql_type in _EXTRACTED:
+        for name, key, sql_type in EXTRACTED:
             path = [f'$."{key}"']
             (texts[name],) = zip(
                 *store.con.execute(f"SELECT json_extract_string(attributes, ?) {ordered}", path).fetchall()

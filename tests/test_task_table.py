@@ -3,10 +3,12 @@ recompute of the same store, field for field, however the spans arrived."""
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import multiprocessing
 import random
 import threading
+from pathlib import Path
 
 import duckdb
 import store_workers
@@ -18,7 +20,7 @@ from agentscope.analysis import pipeline
 from agentscope.analysis.pipeline import blame_store, task_results
 from agentscope.analysis.report import variants
 from agentscope.analysis.whatif import Scenario
-from agentscope.store.schema import COLUMNS, rows_to_table
+from agentscope.store.schema import COLUMNS, SCHEMA_VERSION, TYPED_NAMES, rows_to_table
 from agentscope.store.selection import Selection
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import Store
@@ -199,10 +201,51 @@ def test_a_version_1_store_is_migrated_in_place_on_first_open(tmp_path):
     shared = SharedStore(path)
     assert blame_store(shared) == expected
     with Store(path, read_only=True) as migrated:
-        assert migrated.version == 2
+        assert migrated.version == SCHEMA_VERSION
         assert migrated.scalar("SELECT count(*) FROM trace_writes") == migrated.trace_count() == 5
     assert _kept(path)[1] == 5
     shared.insert(rows_to_table(_rows(7, 5)[-3:]))  # spans of a new trace after the migration
+    assert blame_store(shared) == _full(shared, None)
+
+
+STORE_V2 = Path(__file__).parent / "data" / "store-v2.duckdb.gz"
+"""A store as the release before the typed columns wrote it (schema version 2): ``agentscope demo --tasks 4``
+(238 spans of 12 tasks through the real openai SDK, tools, a database and HTTP), then blamed, so its
+task table is filled."""
+
+
+def test_a_version_2_store_written_by_the_previous_release_is_migrated_in_place(tmp_path):
+    path = tmp_path / "v2.duckdb"
+    path.write_bytes(gzip.decompress(STORE_V2.read_bytes()))
+    order = "SELECT span_id FROM spans ORDER BY rowid"
+    with Store(path, read_only=True) as old:  # read-only, the typed columns are derived as it is read
+        assert old.version == 2
+        expected = blame_store(old)
+        stored_order = old.con.execute(order).fetchall()
+        derived = old.con.execute(f"SELECT {', '.join(TYPED_NAMES)} FROM agentscope_spans ORDER BY span_id")
+        derived = derived.fetchall()
+    kept_before = _kept(path)
+    assert kept_before[0] == 12
+    shared = SharedStore(path)
+    assert blame_store(shared) == expected
+    with Store(path, read_only=True) as migrated:
+        assert migrated.version == SCHEMA_VERSION
+        assert migrated.con.execute(order).fetchall() == stored_order  # rows in the order stored
+        typed = f"SELECT {', '.join(TYPED_NAMES)} FROM spans ORDER BY span_id"
+        assert migrated.con.execute(typed).fetchall() == derived
+        assert {
+            label
+            for (label,) in migrated.con.execute("SELECT label FROM spans WHERE kind = 'llm'").fetchall()
+        }
+        assert migrated.scalar("SELECT count(*) FROM spans WHERE input_tokens > 0") > 0
+        earliest = "SELECT trace_id, min(start_ns) AS first_ns FROM spans GROUP BY trace_id"
+        same = f"SELECT count(*) FROM trace_writes JOIN ({earliest}) USING (trace_id, first_ns)"
+        assert migrated.scalar(same) == migrated.trace_count() >= 12
+    assert _kept(path) == kept_before  # the task rows stay: their analysis has not changed
+    with Store(path) as store:
+        again = store.con.sql("SELECT * EXCLUDE (" + ", ".join(TYPED_NAMES) + ") FROM spans").to_arrow_table()
+        assert store.insert(again.slice(0, 5)).added == 0  # the key still holds
+    shared.insert(rows_to_table(_rows(2, 9)))  # new traces after the migration
     assert blame_store(shared) == _full(shared, None)
 
 
@@ -248,11 +291,16 @@ def test_spans_written_outside_agentscopes_writers_are_analysed_too(tmp_path):
     before = blame_store(shared)
     con = duckdb.connect(str(shared.path))
     con.register("extra", rows_to_table(extra))
-    con.execute("INSERT INTO spans SELECT * FROM extra")
+    con.execute("INSERT INTO spans BY NAME SELECT * FROM extra")  # without the typed columns
     con.close()
     after = blame_store(shared)
     assert after == _full(shared, None) and after["tasks"]["count"] == before["tasks"]["count"] + 1
     assert _kept(shared.path)[1] == 6
+    with Store(shared.path, read_only=True) as store:  # the hand-written spans got their typed columns
+        assert store.scalar("SELECT count(*) FROM spans WHERE label IS NULL") == 0
+        assert store.scalar(
+            "SELECT count(*) FROM spans WHERE input_tokens > 0 AND trace_id = ?", [extra[0][0]]
+        )
     con = duckdb.connect(str(shared.path))
     con.execute("DELETE FROM spans WHERE trace_id = ?", [rows[0][0]])  # a trace deleted by hand
     con.close()

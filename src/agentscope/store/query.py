@@ -1,8 +1,9 @@
 """Read spans out of a store in the shape the analyzer takes (``analysis.batch.COLUMNS``).
 
-Attributes are pulled out of the JSON column by DuckDB, so Python only sees
-typed columns.  Traces are read in buckets (a hash of the trace id), each a
-batch of whole traces, so memory stays bounded whatever the store's size.
+The attributes the analyzer reads were typed as the spans were written
+(``schema.TYPED_COLUMNS``), so a read parses no JSON.  Traces are read in
+buckets (a hash of the trace id), each a batch of whole traces, so memory stays
+bounded whatever the store's size.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import duckdb
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentscope import attributes as A
 from agentscope.store.selection import Selection
@@ -30,58 +32,12 @@ PROBE_SERVICE = "agentscope-probe"
 """The service of ``agentscope probe``'s own calls: kept in the store, left out of the app's analysis."""
 APP_SPANS = f"service IS DISTINCT FROM '{PROBE_SERVICE}'"
 
-_EXTRACTED = (
-    ("operation", A.GEN_AI_OPERATION_NAME, "VARCHAR"),
-    ("tool_name", A.GEN_AI_TOOL_NAME, "VARCHAR"),
-    ("request_model", A.GEN_AI_REQUEST_MODEL, "VARCHAR"),
-    ("response_model", A.GEN_AI_RESPONSE_MODEL, "VARCHAR"),
-    ("db_system", A.DB_SYSTEM_NAME, "VARCHAR"),
-    ("db_system_old", "db.system", "VARCHAR"),
-    ("db_operation", A.DB_OPERATION_NAME, "VARCHAR"),
-    ("server_address", A.SERVER_ADDRESS, "VARCHAR"),
-    ("peer_name", "net.peer.name", "VARCHAR"),
-    ("attempt", A.ATTEMPT, "BIGINT"),
-    ("http_status", A.HTTP_RESPONSE_STATUS_CODE, "BIGINT"),
-    ("ttft_s", A.GEN_AI_RESPONSE_TTFC, "DOUBLE"),
-    ("stream_wait_ns", A.STREAM_WAIT_NS, "BIGINT"),
-    ("server_queue_ms", A.SERVER_QUEUE_MS, "DOUBLE"),
-    ("server_prefill_ms", A.SERVER_PREFILL_MS, "DOUBLE"),
-    ("server_decode_ms", A.SERVER_DECODE_MS, "DOUBLE"),
-    ("server_total_ms", A.SERVER_TOTAL_MS, "DOUBLE"),
-    ("task_name", A.TASK_NAME, "VARCHAR"),
-    ("accepted", A.TASK_ACCEPTED, "BOOLEAN"),
-    ("input_tokens", A.GEN_AI_USAGE_INPUT_TOKENS, "BIGINT"),
-    ("output_tokens", A.GEN_AI_USAGE_OUTPUT_TOKENS, "BIGINT"),
-    ("cached_tokens", A.GEN_AI_USAGE_CACHED_INPUT_TOKENS, "BIGINT"),
-)
-
-_AS_TEXT = (
-    orjson.dumps({key: "VARCHAR" for _, key, _ in _EXTRACTED}).decode().replace("{", "{{").replace("}", "}}")
-)
-"""``json_transform``'s structure: every key read as text, as ``json_extract_string`` reads it (a number's
-text, an object's or array's JSON), in one pass over the document, a third less CPU than a list of paths;
-braces doubled for ``str.format``.  One difference: a number with an exponent is written ``1e-07`` where
-``json_extract_string`` writes ``1e-7``; cast to a number it is the same, and in a key read as text (a
-model or tool name) it is only spelled differently."""
-_VALUES = ",\n    ".join(f'TRY_CAST(v."{key}" AS {sql_type}) AS {name}' for name, key, sql_type in _EXTRACTED)
-
-_SELECT = f"""
+_SELECT = """
 SELECT trace_id, span_id, parent_id, name, kind, span_kind, scope, start_ns, end_ns, status, thread_id,
     cpu_ns, operation, attempt, http_status, ttft_s, stream_wait_ns, server_queue_ms, server_prefill_ms,
     server_decode_ms, server_total_ms, task_name, accepted, input_tokens, output_tokens, cached_tokens,
-    CASE kind
-        WHEN 'tool' THEN coalesce(tool_name, name)
-        WHEN 'llm' THEN coalesce(response_model, request_model, name)
-        WHEN 'db' THEN coalesce(coalesce(db_system, db_system_old) || ' ' || db_operation,
-                                coalesce(db_system, db_system_old), name)
-        WHEN 'http' THEN coalesce(server_address, peer_name, name)
-        ELSE name
-    END AS label{{carry}}
-FROM (
-    SELECT *, {_VALUES}
-    FROM (SELECT *, rowid AS row_in_store, json_transform(attributes, '{_AS_TEXT}') AS v
-          FROM spans WHERE {{where}})
-)
+    label{carry}
+FROM agentscope_spans WHERE {where}
 """
 ANALYSIS_SELECT = _SELECT.replace("{carry}", "")
 """The analyzer's columns for the spans matching ``{where}``."""
@@ -136,16 +92,24 @@ def buckets_for(store: Store, spans: int | None = None) -> int:
 
 
 IN_REGISTERED = "trace_id IN (SELECT trace_id FROM agentscope_traces)"
-"""The spans of the traces registered as ``agentscope_traces`` (:func:`registered`)."""
+"""The rows of the traces registered as ``agentscope_traces`` (:func:`registered`)."""
 
 
 @contextlib.contextmanager
-def registered(store: Store, traces: pa.Table) -> Iterator[None]:
+def registered(store: Store, traces: pa.Table) -> Iterator[str]:
     """``traces`` (a table with a ``trace_id`` column) visible to SQL as ``agentscope_traces`` for the
-    block; spans queries select on it with ``trace_id IN (SELECT trace_id FROM agentscope_traces)``."""
+    block, which gets the predicate that keeps their spans.
+
+    With a ``first_ns`` column (each trace's earliest span start, ``trace_writes``), the predicate
+    also keeps ``start_ns`` at or after the least of them: spans are stored roughly in time order,
+    so DuckDB skips the row groups of older spans by their minimum and maximum without reading
+    them, and the few traces just written are found without a scan of the whole table."""
+    where = IN_REGISTERED
+    if "first_ns" in traces.column_names and len(traces) and not traces["first_ns"].null_count:
+        where += f" AND start_ns >= {int(pc.min(traces['first_ns']).as_py())}"
     store.con.register("agentscope_traces", traces)
     try:
-        yield
+        yield where
     finally:
         with contextlib.suppress(duckdb.ConnectionException):  # closed first, as an error unwound
             store.con.unregister("agentscope_traces")
@@ -162,9 +126,9 @@ def span_batches(
     if traces is None:
         yield from _batches(store, selection, "TRUE", buckets_for(store))
         return
-    with registered(store, traces):
-        spans = span_count(store, IN_REGISTERED) if spans is None else spans
-        yield from _batches(store, selection, IN_REGISTERED, buckets_for(store, spans))
+    with registered(store, traces) as of_traces:
+        spans = span_count(store, of_traces) if spans is None else spans
+        yield from _batches(store, selection, of_traces, buckets_for(store, spans))
 
 
 def span_count(store: Store, where: str) -> int:
@@ -221,12 +185,12 @@ def llm_token_counts(store: Store) -> list[tuple[int, int]]:
     """(input, output) tokens of every recorded LLM call that has both (the probe's own calls left out)."""
     rows = store.con.execute(
         f"""
-        SELECT TRY_CAST(json_extract_string(attributes, '$."{A.GEN_AI_USAGE_INPUT_TOKENS}"') AS BIGINT) AS i,
-               TRY_CAST(json_extract_string(attributes, '$."{A.GEN_AI_USAGE_OUTPUT_TOKENS}"') AS BIGINT) AS o
-        FROM spans WHERE kind = 'llm' AND span_kind IS DISTINCT FROM 'SERVER' AND {APP_SPANS}
+        SELECT input_tokens, output_tokens FROM agentscope_spans
+        WHERE kind = 'llm' AND span_kind IS DISTINCT FROM 'SERVER' AND {APP_SPANS}
+          AND input_tokens IS NOT NULL AND output_tokens IS NOT NULL
         """
     ).fetchall()
-    return [(i, o) for i, o in rows if i is not None and o is not None]
+    return [(i, o) for i, o in rows]
 
 
 def llm_call_intervals(store: Store) -> list[tuple[int, int]]:
@@ -234,9 +198,9 @@ def llm_call_intervals(store: Store) -> list[tuple[int, int]]:
     when the app had calls in flight."""
     return store.con.execute(
         f"""
-        SELECT start_ns, end_ns FROM spans
+        SELECT start_ns, end_ns FROM agentscope_spans
         WHERE kind = 'llm' AND span_kind IS DISTINCT FROM 'SERVER' AND {APP_SPANS}
-          AND json_extract_string(attributes, '$."{A.GEN_AI_USAGE_OUTPUT_TOKENS}"') IS NOT NULL
+          AND output_tokens IS NOT NULL
         """
     ).fetchall()
 

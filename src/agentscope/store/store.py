@@ -16,7 +16,15 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from agentscope.store.schema import COLUMN_NAMES, DDL, SCHEMA_VERSION
+from agentscope.store.schema import (
+    COLUMN_NAMES,
+    DDL,
+    SCHEMA_VERSION,
+    SPANS_DDL,
+    TRACE_WRITES_DDL,
+    TYPED_NAMES,
+    typed_rows,
+)
 
 _duckdb_connect = inspect.unwrap(duckdb.connect)
 """``duckdb.connect`` as DuckDB defines it, whoever has patched it (agentscope's duckdb integration
@@ -39,14 +47,28 @@ def quoted_path(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-_COLUMNS = ", ".join(COLUMN_NAMES)
-_INSERT_NEW = f"INSERT INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_batch"
-_INSERT = f"INSERT OR IGNORE INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_batch"
+_STORED = ", ".join((*COLUMN_NAMES, *TYPED_NAMES))
+_INSERT_NEW = f"INSERT INTO spans ({_STORED}) {typed_rows('agentscope_batch')}"
+_INSERT = f"INSERT OR IGNORE INTO spans ({_STORED}) {typed_rows('agentscope_batch')}"
+_TYPE_UNTYPED = (
+    f"UPDATE spans SET {', '.join(f'{name} = t.{name}' for name in TYPED_NAMES)} "
+    f"FROM ({typed_rows('(SELECT * FROM spans WHERE label IS NULL)')}) t "
+    "WHERE spans.trace_id = t.trace_id AND spans.span_id = t.span_id"
+)
+"""Derive the typed columns of the spans written without them (by SQL outside agentscope): a typed span
+always has a label."""
+_VIEW = "CREATE OR REPLACE TEMP VIEW agentscope_spans AS {select}"
+"""What the analysis reads (``agentscope.store.query``): the spans with their typed columns and their
+rows in the table (``row_in_store``).  Derived from the attributes as it is read in a store of an older
+schema opened read-only (which cannot be migrated)."""
 _NEXT_SEQ = (
     "UPDATE agentscope_meta SET value = CAST(CAST(value AS BIGINT) + 1 AS VARCHAR) "
     "WHERE key = 'write_seq' RETURNING CAST(value AS BIGINT)"
 )
-_MARK_WRITTEN = "INSERT OR REPLACE INTO trace_writes SELECT DISTINCT trace_id, ? FROM {source}"
+_MARK_WRITTEN = (
+    "INSERT INTO trace_writes SELECT trace_id, ?, min(start_ns) FROM {source} GROUP BY trace_id "
+    "ON CONFLICT (trace_id) DO UPDATE SET seq = excluded.seq, first_ns = least(first_ns, excluded.first_ns)"
+)
 _COUNT_SPANS = "INSERT OR REPLACE INTO agentscope_meta SELECT 'spans', CAST(count(*) AS VARCHAR) FROM spans"
 _CONFLICTS = """
 SELECT b.trace_id, b.span_id FROM agentscope_batch b JOIN spans s USING (trace_id, span_id)
@@ -102,23 +124,45 @@ class Store:
             self._migrate()
         self.version = self._check_version()
         """The store's schema version: a version 1 store opened read-only has no task table."""
+        typed = "SELECT *, rowid AS row_in_store FROM spans"
+        self.con.execute(
+            _VIEW.format(select=typed if self.version >= 3 else typed_rows("spans", row_in_store=True))
+        )
 
     def _migrate(self) -> None:
-        """Give a new store its version, and a version 1 store the task table's write marks: every trace
-        it holds counts as written before any analysis (sequence 0)."""
+        """Give a new store its version, and an older one what later versions added, in one transaction:
+        from version 1, the task table's write marks (every trace it holds counts as written before any
+        analysis, sequence 0); from version 1 or 2, the typed columns (the spans table is rewritten, its
+        rows in their order, each with its columns derived from its attributes) and each trace's
+        earliest span start."""
         rows = self.con.execute("SELECT value FROM agentscope_meta WHERE key = 'schema_version'").fetchall()
+        older = rows[0][0] if rows and rows[0][0] in ("1", "2") else None
         with self.transaction():
             if not rows:
                 self.con.execute(
                     "INSERT INTO agentscope_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
                 )
-            elif rows[0][0] == "1":
-                self.con.execute("INSERT OR IGNORE INTO trace_writes SELECT DISTINCT trace_id, 0 FROM spans")
+            if older == "2":
+                self.con.execute("ALTER TABLE trace_writes RENAME TO agentscope_trace_writes_v2")
+                self.con.execute(TRACE_WRITES_DDL)
+                self.con.execute(
+                    "INSERT INTO trace_writes SELECT w.trace_id, w.seq, f.first_ns "
+                    "FROM agentscope_trace_writes_v2 w JOIN (SELECT trace_id, min(start_ns) AS first_ns "
+                    "FROM spans GROUP BY trace_id) f USING (trace_id)"
+                )
+                self.con.execute("DROP TABLE agentscope_trace_writes_v2")
+            if older == "1":
+                self.con.execute(_MARK_WRITTEN.format(source="spans"), [0])
+            if older is not None:
+                self.con.execute(SPANS_DDL.format(table="agentscope_spans_typed"))
+                self.con.execute(f"INSERT INTO agentscope_spans_typed {typed_rows('spans')}")
+                self.con.execute("DROP TABLE spans")
+                self.con.execute("ALTER TABLE agentscope_spans_typed RENAME TO spans")
                 self.con.execute(
                     "UPDATE agentscope_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
                 )
             self.con.execute("INSERT OR IGNORE INTO agentscope_meta VALUES ('write_seq', '0')")
-            if not rows or rows[0][0] == "1":
+            if not rows or older == "1":
                 self.con.execute(_COUNT_SPANS)
 
     @contextmanager
@@ -171,12 +215,14 @@ class Store:
         return not counted or int(counted[0][0]) != self.span_count()
 
     def mark_all_written(self) -> None:
-        """Every trace counts as written now, to be analysed again, and the task rows of traces no
-        longer stored go (after :meth:`unmarked_writes`)."""
+        """Every trace counts as written now, to be analysed again, the task rows of traces no
+        longer stored go, and spans inserted without their typed columns get them (after
+        :meth:`unmarked_writes`)."""
         gone = "trace_id NOT IN (SELECT DISTINCT trace_id FROM spans)"
         with self.transaction():
             for table in ("tasks", "task_traces", "trace_writes"):
                 self.con.execute(f"DELETE FROM {table} WHERE {gone}")
+            self.con.execute(_TYPE_UNTYPED)
             self._mark_written("spans")
 
     def insert(self, batch: pa.Table) -> Inserted:
@@ -212,7 +258,7 @@ class Store:
             read = int(self.scalar("SELECT count(*) FROM agentscope_other.spans"))
             with self.transaction():
                 self.con.execute(
-                    f"INSERT OR IGNORE INTO spans ({_COLUMNS}) SELECT {_COLUMNS} FROM agentscope_other.spans"
+                    f"INSERT OR IGNORE INTO spans ({_STORED}) {typed_rows('agentscope_other.spans')}"
                 ).fetchall()
                 self._mark_written("agentscope_other.spans")
             traces = [

@@ -20,35 +20,36 @@ from agentscope.store.selection import Selection
 from agentscope.store.store import Store
 
 _CHANGED = """
-SELECT w.trace_id, w.seq FROM trace_writes w LEFT JOIN task_traces t USING (trace_id)
+SELECT w.trace_id, w.seq, w.first_ns FROM trace_writes w LEFT JOIN task_traces t USING (trace_id)
 WHERE t.trace_id IS NULL OR t.seq <> w.seq OR t.version <> ?
 """
 _SERVICES = f"""
 SELECT trace_id, list(DISTINCT s ORDER BY s) FROM (
-    SELECT trace_id, service AS s FROM spans WHERE {IN_REGISTERED}
+    SELECT trace_id, service AS s FROM spans WHERE {{spans}}
     UNION ALL
     SELECT trace_id, json_extract_string(attributes, '$."{A.SERVICE_NAME_OURS}"') FROM spans
-    WHERE {IN_REGISTERED} AND attributes LIKE '%{A.SERVICE_NAME_OURS}%'
+    WHERE {{spans}} AND attributes LIKE '%{A.SERVICE_NAME_OURS}%'
 ) WHERE s IS NOT NULL GROUP BY trace_id
 """
 _ANALYSED_TRACES = pa.schema([("trace_id", pa.string()), ("seq", pa.int64()), ("tasks", pa.int32())])
 
 
 def changed_traces(store: Store, version: str) -> pa.Table:
-    """(trace_id, seq) of every trace written since its analysis, or analysed by another version."""
+    """(trace_id, seq, first_ns) of every trace written since its analysis, or analysed by another
+    version."""
     return store.con.sql(_CHANGED, params=[version]).to_arrow_table()
 
 
 def trace_services(store: Store, traces: pa.Table) -> dict[str, list[str]]:
     """Trace id → the services its spans name (``service.name``, or agentscope's own beside another)."""
-    with registered(store, traces):
-        return dict(store.con.execute(_SERVICES).fetchall())
+    with registered(store, traces) as of_traces:
+        return dict(store.con.execute(_SERVICES.format(spans=of_traces)).fetchall())
 
 
 def span_count_of(store: Store, traces: pa.Table) -> int:
     """Spans stored for these traces."""
-    with registered(store, traces):
-        return span_count(store, IN_REGISTERED)
+    with registered(store, traces) as of_traces:
+        return span_count(store, of_traces)
 
 
 def selected_rows(
