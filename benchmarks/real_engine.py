@@ -13,11 +13,12 @@ What it does, all on loopback:
 3. per load (tasks at once): runs an instrumented agent of 3–4 chat calls a task (100–1,450 prompt
    tokens, 16–128 output, tools between) on the traced configuration (f16, 1 thread) into a store;
    for each candidate (f16 on 2 threads: prefill and decode both faster; Q4_0 on 1 thread: decode
-   faster, prefill slower) probes it at the app's own load, fits the profile two ways — the
-   non-negative fit with the non-linear terms (``agentscope.analysis.probing.fit_profile``) and, as
-   the baseline, a straight line through the time to first token with its intercept clamped at 0
-   and one decode rate (the fit before it) — predicts p50/p95 with ``blame --target``, then runs the
-   agent on the candidate and measures them.
+   faster, prefill slower) probes it at the app's own load, fits the profile
+   (``agentscope.analysis.probing.fit_profile``: the non-linear terms, and each call's time drawn
+   from the spread the probe measured), and as baselines the same figures without the spread (each
+   call its mean time) and a straight line through the time to first token with its intercept
+   clamped at 0 and one decode rate (the fit before either); predicts p50/p95 with
+   ``blame --target``, then runs the agent on the candidate and measures them.
 
 It prints one row per load, candidate and fit: predicted against measured p50 and p95.  Not part
 of CI (it is long, and the machine must be quiet for it): the simulated provider
@@ -336,33 +337,38 @@ def measure(
         with serving(binary, models[TRACED.model], TRACED, load, 18080) as url:
             run_agent(url, traced, tasks, load)
     with Store(traced, read_only=True) as opened:
-        sizes = choose_sizes(llm_token_counts(opened), 30)
+        recorded = llm_token_counts(opened)
         concurrency = calls_in_flight(llm_call_intervals(opened))
+    sizes = choose_sizes(recorded, 30)
     rows = []
     for engine in CANDIDATES:
         store = work / f"candidate-{engine.model}-{engine.threads}-{load}.duckdb"
         measured_calls = work / f"probe-{engine.model}-{engine.threads}-{load}.json"
         url = "http://127.0.0.1:18081/v1"
-        if reuse and store.exists() and measured_calls.exists():
-            calls = [ProbeCall(**c) for c in json.loads(measured_calls.read_text())]
-        else:
-            store.unlink(missing_ok=True)
+        probed, ran = (reuse and path.exists() for path in (measured_calls, store))
+        if not (probed and ran):
             with serving(binary, models[engine.model], engine, max(load, concurrency), 18081) as url:
-                endpoint = Endpoint(url, MODEL, "local", timeout_s=600)
-                calls = probe(endpoint, sizes, concurrency, max_seconds=1800)
-                measured_calls.write_text(json.dumps([dataclasses.asdict(c) for c in calls]))
-                run_agent(url, store, tasks, load)
+                if not probed:
+                    endpoint = Endpoint(url, MODEL, "local", timeout_s=600)
+                    calls = probe(endpoint, sizes, concurrency, max_seconds=1800, recorded=recorded)
+                    measured_calls.write_text(json.dumps([dataclasses.asdict(c) for c in calls]))
+                if not ran:
+                    store.unlink(missing_ok=True)
+                    run_agent(url, store, tasks, load)
+        calls = [ProbeCall(**c) for c in json.loads(measured_calls.read_text())]
         fitted = fit_profile(f"{engine.model}-{engine.threads}t", MODEL, calls, url, concurrency)
         line = straight_line(fitted, calls)
+        mean = dataclasses.replace(fitted, name=f"{fitted.name}-mean", calls=())
         paths = []
-        for profile in (fitted, line):
+        for profile in (fitted, mean, line):
             path = work / f"{profile.name}-{load}.toml"
             path.write_text(profile.to_toml())
             paths.append(path)
         predicted = {r["target"]: r for r in blame(traced, *paths)["whatif"] if "target" in r}
         measured = blame(store)["latency_ms"]
         figures = ", ".join(f"{k} {v.value:.4g}" for k, v in fitted.figures.items())
-        for profile, fit in ((fitted, "non-linear"), (line, "straight line")):
+        fits = ((fitted, "non-linear, spread"), (mean, "non-linear, mean"), (line, "straight line"))
+        for profile, fit in fits:
             row = predicted[profile.name]
             rows.append(
                 [
@@ -405,7 +411,7 @@ def main() -> None:
     parser.add_argument(
         "--reuse",
         action="store_true",
-        help="predict again from the stores and probe calls a previous run left in --work",
+        help="use again the stores and probe calls a previous run left in --work (delete a file to redo it)",
     )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)

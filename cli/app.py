@@ -39,7 +39,7 @@ from agentscope.analysis.pipeline import (
     explain_stored_trace,
     kept_results,
 )
-from agentscope.analysis.probing import calls_in_flight, choose_sizes, fit_profile
+from agentscope.analysis.probing import calls_in_flight, choose_sizes, fit_profile, load_plan
 from agentscope.analysis.profiles import CandidateProfile, ProfileError
 from agentscope.analysis.profiles import load_presets as load_profiles
 from agentscope.analysis.profiles import resolve as resolve_profile
@@ -874,16 +874,24 @@ def probe(
             raise UsageProblem(f"no LLM call with input and output token counts in {target}")
     except UsageProblem as exc:
         raise fail(str(exc)) from None
-    tokens_in, tokens_out = sum(i for i, _ in sizes), sum(o for _, o in sizes)
+    measured_sizes, background = load_plan(sizes, recorded, concurrency)
+    sent = [*measured_sizes, *background]
+    tokens_in, tokens_out = sum(i for i, _ in sent), sum(o for _, o in sent)
     price = ""
     options = load_catalog(None).for_model(model)
     if options:
         price = f", about ${options[0].cost(tokens_in, tokens_out):.4f} at {options[0].name}'s list price"
+    load = (
+        f"one at a time while {concurrency - 1} more at a time, like your app's, make its load of "
+        f"{concurrency} at a time (up to {len(background)}, not measured)"
+        if background
+        else "1 at a time"
+    )
     console.print(
-        f"The probe sends {len(sizes) + 2} calls to {base_url} ({model}): {len(sizes)} of your recorded "
-        f"sizes plus 2 to calibrate, {concurrency} at a time, {tokens_in:,} input and {tokens_out:,} "
-        f"output tokens in all{price}; "
-        "the prompts are filler text, never your recorded content.",
+        f"The probe sends {'up to ' if background else ''}{len(sent) + 2} calls to {base_url} ({model}): "
+        f"{len(sizes)} of your recorded sizes plus 2 to calibrate, {load}, "
+        f"{'at most ' if background else ''}{tokens_in:,} input and {tokens_out:,} output tokens in all"
+        f"{price}; the prompts are filler text, never your recorded content.",
         highlight=False,
     )
     if not yes:
@@ -896,7 +904,7 @@ def probe(
     instrumentor.instrument()
     try:
         endpoint = Endpoint(base_url, model, api_key)
-        measured = run_probe(endpoint, sizes, concurrency, max_seconds)
+        measured = run_probe(endpoint, sizes, concurrency, max_seconds, recorded=recorded)
     except openai.OpenAIError as exc:
         raise fail(f"the endpoint failed: {type(exc).__name__}: {exc}") from None
     finally:

@@ -10,15 +10,16 @@ The run is bounded: at most the calls asked for, and none started after
 
 from __future__ import annotations
 
-import random
+import itertools
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import openai
 
-from agentscope.analysis.probing import ProbeCall
+from agentscope.analysis.probing import ProbeCall, load_plan
 
 FILLER = ("the", "order", "ships", "from", "our", "main", "store", "and", "arrives", "soon")
 
@@ -86,24 +87,68 @@ def probe(
     concurrency: int = 1,
     max_seconds: float = 600.0,
     on_call: Callable[[ProbeCall], None] | None = None,
+    recorded: Sequence[tuple[int, int]] = (),
 ) -> list[ProbeCall]:
-    """Send one call per size, ``concurrency`` at a time; none is started after ``max_seconds``.
-
-    Under load the sizes go in a shuffled (fixed) order, so the load a call meets
-    does not depend on its size; the first and last calls still meet less of it."""
+    """One measured call per size, in the order sent; at ``concurrency`` > 1 the measured calls go one at
+    a time while ``concurrency − 1`` senders make the load with calls the size of the ``recorded`` ones
+    (default: ``sizes``), not measured (:func:`agentscope.analysis.probing.load_plan`).  The first
+    measured call waits until each of those senders has finished a call and sends its next, so that
+    it meets neither an idle engine nor streams that all started together; no call is started after
+    ``max_seconds``."""
     deadline = time.monotonic() + max_seconds
-    if concurrency > 1:
-        sizes = random.Random(0).sample(list(sizes), len(sizes))
+    measured_sizes, background = load_plan(sizes, recorded or sizes, concurrency)
+    senders = max(1, concurrency) - 1 if background else 0
+    pending = iter(background)
+    lock = threading.Lock()
+    warmed, done = [threading.Event() for _ in range(senders)], threading.Event()
+    errors: list[BaseException] = []
+    measured: list[ProbeCall] = []
     endpoint.calibrate()
 
-    def one(size: tuple[int, int]) -> ProbeCall | None:
-        if time.monotonic() > deadline:
-            return None
-        measured = endpoint.call(*size)
-        if on_call is not None:
-            on_call(measured)
-        return measured
+    def load(warm: threading.Event) -> None:
+        try:
+            for sent in itertools.count():
+                if done.is_set() or errors or time.monotonic() > deadline:
+                    return
+                with lock:
+                    size = next(pending, None)
+                if size is None:
+                    return
+                if sent:  # its first call done, it sends the next: the measured calls may start
+                    warm.set()
+                endpoint.call(*size)
+        finally:
+            warm.set()  # whatever happens, the measured calls do not wait for this sender
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        results = list(pool.map(one, sizes))
-    return [r for r in results if r is not None]
+    def measure() -> None:
+        try:
+            for warm in warmed:
+                warm.wait(timeout=max(0.0, deadline - time.monotonic()))
+            for size in measured_sizes:
+                if errors or time.monotonic() > deadline:
+                    return
+                call = endpoint.call(*size)
+                measured.append(call)
+                if on_call is not None:
+                    on_call(call)
+        finally:
+            done.set()
+
+    def run(work: Callable[..., None], *args: Any) -> None:
+        try:
+            work(*args)
+        except BaseException as exc:  # raised to the caller once every sender has stopped
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(measure,), name="agentscope-probe")]
+    threads += [
+        threading.Thread(target=run, args=(load, warm), name=f"agentscope-probe-load-{k}")
+        for k, warm in enumerate(warmed)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return measured

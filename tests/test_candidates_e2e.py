@@ -141,7 +141,8 @@ def test_a_probe_of_b_predicts_the_p95_the_agent_then_gets_on_b(providers, tmp_p
     measured = json.loads(cli("blame", "--store", str(store_b), "--format", "json").stdout)
     print(
         f"p95 on A {predicted['latency_ms']['p95']:.0f} ms; predicted on B {row['p95_ms']:.0f} ms; "
-        f"measured on B {measured['latency_ms']['p95']:.0f} ms; fitted {fitted.figures}"
+        f"measured on B {measured['latency_ms']['p95']:.0f} ms; p50 predicted {row['p50_ms']:.0f}, measured "
+        f"{measured['latency_ms']['p50']:.0f} ms"
     )
     assert row["p95_ms"] == pytest.approx(measured["latency_ms"]["p95"], rel=0.10)
     assert row["p50_ms"] == pytest.approx(measured["latency_ms"]["p50"], rel=0.10)

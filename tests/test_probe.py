@@ -16,6 +16,7 @@ from agentscope.analysis.probing import (
     calls_in_flight,
     choose_sizes,
     fit_profile,
+    load_plan,
     residual_bands,
 )
 from agentscope.analysis.profiles import CandidateProfile, Figure, ProfileError, load_profile
@@ -51,7 +52,9 @@ def test_probe_honours_429s_keeps_the_key_secret_and_stores_its_calls_apart(reco
         out = tmp_path / "p.toml"
         args = ["--base-url", server.base_url, "--model", "m", "--store", str(recorded), "--calls", "6"]
         result = probe(
-            *args, "--api-key-env", "PROBE_KEY", "--yes", "--output", str(out), env={"PROBE_KEY": SECRET}
+            *args,
+            *("--concurrency", "1", "--api-key-env", "PROBE_KEY", "--yes", "--output", str(out)),
+            env={"PROBE_KEY": SECRET},
         )
     finally:
         server.stop()
@@ -202,16 +205,16 @@ def test_one_call_slowed_by_a_pause_does_not_move_the_fit():
 
 def test_a_profile_keeps_its_probe_calls_and_draws_a_call_from_the_spread_of_calls_like_it(tmp_path):
     """Short calls were measured 1.5–2.5× their prediction and long ones 0.9–1.1×: a short call's draw
-    comes from the short calls' spread, a long call's from the long ones', in the order of ``draw``."""
+    comes from the short calls' spread, a long call's from the long ones', in the order of ``draw``; a
+    call slowed by a pause is left out."""
     figures = {
         "prefill_tokens_per_s": Figure(1_000, "test"),  # 1 ms per prompt token
         "decode_tokens_per_s": Figure(100, "test"),  # 10 ms per output token
     }
     spreads = {(100, 10): (1.5, 2.0, 2.5), (2_000, 100): (0.9, 1.0, 1.1)}
-    calls = tuple(
-        ProbeCall(i, o, 0.0, round((i + 10 * o) * ratio, 1))
-        for (i, o), ratios in spreads.items()
-        for ratio in ratios
+    calls = (
+        ProbeCall(2_000, 100, 0.0, 9_000.0),  # a long call slowed threefold by a pause: never drawn
+        *(ProbeCall(i, o, 0.0, round((i + 10 * o) * r, 1)) for (i, o), rs in spreads.items() for r in rs),
     )
     path = tmp_path / "p.toml"
     path.write_text(CandidateProfile("p", "measured", "2026-12-05", figures, calls=calls).to_toml())
@@ -234,3 +237,33 @@ def test_a_profile_with_a_broken_probe_call_names_it(tmp_path):
     )
     with pytest.raises(ProfileError, match=r"p.toml: calls\[1\] needs input_tokens, output_tokens, ttft_ms"):
         load_profile(path)
+
+
+def test_at_load_the_probe_measures_one_call_at_a_time_beside_calls_like_the_apps():
+    sizes = [(100 * k, k) for k in range(1, 11)]
+    recorded = [(150, 20)] * 90 + [(1_200, 100)] * 10  # the app's mix: mostly short calls
+    assert load_plan(sizes, recorded, 1) == (sizes, [])  # one at a time: the sizes, nothing else
+    measured, background = load_plan(sizes, recorded, 4)
+    assert sorted(measured) == sizes and measured != sizes  # each once, shuffled
+    assert len(background) == 2 * 3 * len(sizes) and set(background) <= set(recorded)
+    assert 0.75 < background.count((150, 20)) / len(background) < 1  # as often as the app makes each
+    assert load_plan(sizes, recorded, 4) == (measured, background)  # fixed
+
+
+def test_every_call_a_probe_measures_at_load_met_that_load():
+    """On an engine whose calls slow by half for each other call in flight, twelve calls of one size at
+    four at once each took the time of a call among three others: the first did not start on an idle
+    engine, nor the last ones on an emptying one."""
+    from agentscope.integrations.openai_probe import Endpoint, probe
+
+    server = SimServer(Profile(queue_ms=0, prefill_ms=60, tokens_per_s=1_000, batch_slowdown=0.5))
+    server.start()
+    try:
+        calls = probe(Endpoint(server.base_url, "m", "local"), [(300, 20)] * 12, concurrency=4)
+    finally:
+        server.stop()
+    loaded = (60 + 20) * (1 + 0.5 * 3)  # ms: prefill and decode, shared with three others
+    assert len(calls) == 12
+    times = sorted(c.total_ms for c in calls)
+    assert 0.75 * loaded < times[0] and times[-1] < 1.3 * loaded, times  # made the load among themselves,
+    assert 0.9 * loaded < times[len(times) // 2] < 1.1 * loaded, times  # the first three took 0.45-0.8×

@@ -14,7 +14,7 @@ non-negative solutions, not a line clamped after the fact):
 
 and each call's residual (measured total minus predicted), summarised per band
 of prompt sizes.  Each fit is made again without the calls it misses by far
-(``OUTLIER_SPREAD``), so one call slowed by a pause does not move it; every
+(``profiles.OUTLIER_SPREAD``), so one call slowed by a pause does not move it; every
 call's residual is still reported.  Wrong when the app runs at another load than the probe's
 (``concurrency``, recorded in the profile), when a prompt cache serves the
 filler, or when the endpoint's tokenizer counts the filler very differently from
@@ -26,12 +26,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from agentscope.analysis.profiles import CandidateProfile, Figure, ProbeCall
+from agentscope.analysis.profiles import CandidateProfile, Figure, ProbeCall, typical
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,35 @@ def choose_sizes(recorded: Sequence[tuple[int, int]], calls: int) -> list[tuple[
     return sorted(spread + crossing, key=lambda pair: (pair[0] + pair[1], pair))
 
 
+BACKGROUND_CALLS_PER_MEASURED = 2
+"""Under load, the most calls each background sender may send per measured call (their sum is what the
+probe asks consent for; a background call usually takes about as long as a measured one)."""
+
+
+def load_plan(
+    sizes: Sequence[tuple[int, int]], recorded: Sequence[tuple[int, int]], concurrency: int
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """What a probe sends at ``concurrency`` calls at once: (the measured sizes in the order sent, the
+    sizes of the calls sent only to make the load).
+
+    Under continuous batching a call's time depends on what it shares the engine
+    with: beside a long prefill, every stream's decode waits.  So the load a
+    measured call meets must be the app's own, not the other measured calls (whose
+    sizes are spread for the fit, not mixed as the app mixes them): the measured
+    calls go one at a time, and ``concurrency − 1`` senders keep the engine busy
+    with calls drawn from the ``recorded`` ones, as often as the app makes each
+    size.  When the measured calls made the load among themselves, at four at once
+    on a real engine, the app's own calls then took 17% longer relative to the fit
+    than the probe's had.  At load 1, the sizes and nothing else.
+    """
+    if concurrency <= 1 or not sizes or not recorded:
+        return list(sizes), []
+    rng = random.Random(0)
+    measured = rng.sample(list(sizes), len(sizes))
+    background = rng.choices(list(recorded), k=BACKGROUND_CALLS_PER_MEASURED * (concurrency - 1) * len(sizes))
+    return measured, background
+
+
 def _ranks(sizes: list[tuple[int, int]], calls: int) -> list[tuple[int, int]]:
     """``calls`` (at least 2) of ``sizes`` at evenly spaced ranks, first and last included."""
     step = (len(sizes) - 1) / (calls - 1)
@@ -106,19 +136,13 @@ def nonnegative_least_squares(columns: Sequence[Sequence[float]], ys: Sequence[f
     return best
 
 
-OUTLIER_SPREAD = 5.0
-"""A call whose residual is this many times the median absolute residual (and over 5 ms) is left out
-of the refit: one call slowed by a pause of the machine or the network does not move the line."""
-
-
 def _robust_fit(columns: Sequence[Sequence[float]], ys: Sequence[float]) -> list[float]:
     """:func:`nonnegative_least_squares`, refitted once without the outlying calls (from 8 calls on)."""
     coefficients = nonnegative_least_squares(columns, ys)
     if len(ys) < 8:
         return coefficients
     a = np.array(columns, dtype=float).T
-    residuals = np.abs(np.array(ys, dtype=float) - a @ np.array(coefficients))
-    kept = residuals <= max(OUTLIER_SPREAD * float(np.median(residuals)), 5.0)
+    kept = np.array(typical(np.abs(np.array(ys, dtype=float) - a @ np.array(coefficients)).tolist()))
     if kept.all() or kept.sum() < len(columns) + 2:
         return coefficients
     return nonnegative_least_squares(a[kept].T.tolist(), np.array(ys, dtype=float)[kept].tolist())

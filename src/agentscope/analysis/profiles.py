@@ -39,7 +39,9 @@ engine with, and a task's p95 is made of calls that met a busy engine.
 
 from __future__ import annotations
 
+import statistics
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -89,6 +91,20 @@ class ProbeCall:
     total_ms: float
 
 
+OUTLIER_SPREAD = 5.0
+"""A probe call whose residual is this many times the median absolute residual (and over 5 ms) is left
+out of the fit and of the spread: a call slowed by a pause of the machine or the network (the
+probe's own span writes, on a small machine) says nothing about the endpoint."""
+
+
+def typical(abs_residuals_ms: Sequence[float]) -> list[bool]:
+    """Per call, whether its absolute residual is within :data:`OUTLIER_SPREAD` of the others'."""
+    if not abs_residuals_ms:
+        return []
+    limit = max(OUTLIER_SPREAD * statistics.median(abs_residuals_ms), 5.0)
+    return [r <= limit for r in abs_residuals_ms]
+
+
 SPREAD_NEIGHBOURS = 0.25
 """The share of a profile's probe calls (at least 3) whose spread a call's time is drawn from: those
 nearest it in predicted time."""
@@ -133,8 +149,9 @@ class CandidateProfile:
         The probe calls nearest this call in predicted time (:data:`SPREAD_NEIGHBOURS`) each
         give a ratio, measured over predicted; ``draw`` picks one of them by rank, and the
         prediction is scaled by it.  Ratios rather than milliseconds, and from calls of a
-        similar time, since what a call meets at load grows with its own length.  Without
-        probe calls, :meth:`predict_ms`.
+        similar time, since what a call meets at load grows with its own length.  Calls slowed
+        by a pause (:func:`typical`) are left out, as from the fit.  Without probe calls,
+        :meth:`predict_ms`.
         """
         predicted = self.predict_ms(input_tokens, output_tokens)
         ratios = self._spread(predicted)
@@ -150,6 +167,9 @@ class CandidateProfile:
             if c.total_ms > 0
         ]
         paired = [(p, m) for p, m in paired if p > 0]
+        paired = [
+            pm for pm, kept in zip(paired, typical([abs(m - p) for p, m in paired]), strict=True) if kept
+        ]
         if not paired:
             return []
         paired.sort(key=lambda pm: abs(pm[0] - predicted_ms))
