@@ -39,6 +39,7 @@ engine with, and a task's p95 is made of calls that met a busy engine.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 from collections.abc import Sequence
@@ -161,20 +162,18 @@ class CandidateProfile:
 
     def _spread(self, predicted_ms: float) -> list[float]:
         """Measured over predicted, sorted, for the probe calls nearest ``predicted_ms`` in predicted time."""
-        paired = [
-            (self.predict_ms(c.input_tokens, c.output_tokens), c.total_ms)
-            for c in self.calls
-            if c.total_ms > 0
-        ]
-        paired = [(p, m) for p, m in paired if p > 0]
-        paired = [
-            pm for pm, kept in zip(paired, typical([abs(m - p) for p, m in paired]), strict=True) if kept
-        ]
-        if not paired:
-            return []
-        paired.sort(key=lambda pm: abs(pm[0] - predicted_ms))
+        paired = sorted(self._measured, key=lambda pm: abs(pm[0] - predicted_ms))
         nearest = paired[: max(3, round(len(paired) * SPREAD_NEIGHBOURS))]
         return sorted(m / p for p, m in nearest)
+
+    @functools.cached_property
+    def _measured(self) -> list[tuple[float, float]]:
+        """(predicted, measured) ms of each probe call the spread draws from, worked out once: a target
+        samples every recorded call."""
+        paired = [(self.predict_ms(c.input_tokens, c.output_tokens), c.total_ms) for c in self.calls]
+        paired = [(p, m) for p, m in paired if p > 0 and m > 0]
+        kept = typical([abs(m - p) for p, m in paired])
+        return [pm for pm, typical_call in zip(paired, kept, strict=True) if typical_call]
 
     def to_toml(self) -> str:
         """The profile as TOML, the format :func:`load_profile` reads."""
