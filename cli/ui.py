@@ -282,12 +282,15 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
 
         return endpoint
 
-    def blame(request: Request) -> dict[str, Any]:
-        selection, repair = _selection(request)
-        document = view.blame(selection, repair, _number(request, "percentile", 95, 1, 100))
+    def found(document: dict[str, Any] | None, selection: Selection) -> dict[str, Any]:
+        """A document of the selected tasks, or 404 when there are none."""
         if document is None:
             raise Problem(f"no tasks{selection.describe()} in {store}", 404)
         return document
+
+    def blame(request: Request) -> dict[str, Any]:
+        selection, repair = _selection(request)
+        return found(view.blame(selection, repair, _number(request, "percentile", 95, 1, 100)), selection)
 
     def tasks(request: Request) -> dict[str, Any]:
         selection, repair = _selection(request)
@@ -307,17 +310,13 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
 
     def budget(request: Request) -> dict[str, Any]:
         selection, repair = _selection(request)
-        document = view.budget(selection, repair, _number(request, "tasks_per_month", 10_000, 0, 1e12))
-        if document is None:
-            raise Problem(f"no tasks{selection.describe()} in {store}", 404)
-        return document
+        return found(
+            view.budget(selection, repair, _number(request, "tasks_per_month", 10_000, 0, 1e12)), selection
+        )
 
     def curve(request: Request) -> dict[str, Any]:
         selection, repair = _selection(request)
-        document = view.curve(selection, repair)
-        if document is None:
-            raise Problem(f"no tasks{selection.describe()} in {store}", 404)
-        return document
+        return found(view.curve(selection, repair), selection)
 
     def overview(request: Request) -> dict[str, Any]:
         return {"store": str(store), **view.overview()}
