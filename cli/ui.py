@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -26,15 +27,19 @@ from starlette.staticfiles import StaticFiles
 
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import (
+    ROW_VARIANTS,
     blame_store,
+    blame_table,
+    curve_table,
     explain_stored_trace,
     kept_table,
     latency_curve,
+    row_picks,
     task_results,
 )
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank, trace_report
-from agentscope.analysis.tasks import TaskResult, TraceExplanation
+from agentscope.analysis.tasks import TaskResult, TraceExplanation, collector_paused
 from agentscope.budget.catalog import load as load_catalog
 from agentscope.budget.pipeline import budget_store
 from agentscope.budget.report import curve_rows, distribution
@@ -47,6 +52,9 @@ STATIC = Path(__file__).parent / "ui_static"
 TASKS_SCHEMA = "agentscope.tasks/v1"
 SPANS_SCHEMA = "agentscope.spans/v1"
 CACHED_SELECTIONS = 16
+CACHED_ROWS = 4
+"""Selections whose rows (with every what-if time) are kept, each for the store's latest content only:
+a month of rows is hundreds of MB."""
 CURVE_SCHEMA = "agentscope.curve/v1"
 """``GET /api/curve``: the budget document's what-if curve and duration distribution, alone."""
 
@@ -69,6 +77,7 @@ class StoreView:
         self.targets = tuple(targets)
         """The candidates whose predicted p50/p95 the budget puts beside their cost."""
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._rows: OrderedDict[Selection, tuple[tuple[int, int], pa.Table]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _version(self) -> tuple[int, int]:
@@ -81,13 +90,15 @@ class StoreView:
         except StoreError as exc:
             raise Problem(str(exc), 503) from None
 
-    def _remember(self, key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
-        key = (self._version(), *key)
+    def _remember(self, key: tuple[Any, ...], compute: Callable[[tuple[int, int]], Any]) -> Any:
+        """``compute(version)``, kept for the store's content of that version (:meth:`_version`)."""
+        version = self._version()
+        key = (version, *key)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        value = compute()
+        value = compute(version)
         with self._lock:
             self._cache[key] = value
             while len(self._cache) > CACHED_SELECTIONS:
@@ -112,26 +123,48 @@ class StoreView:
         except StoreError as exc:
             raise Problem(str(exc), 503) from None
 
+    def rows(self, selection: Selection, version: tuple[int, int]) -> pa.Table:
+        """The task table's rows of the selection with every what-if time (``kept_table``), current for
+        the store's content ``version``: one read answers the overview's blame, curve and names while
+        the store is written."""
+        with self._lock:
+            kept = self._rows.get(selection)
+            if kept is not None and kept[0] == version:
+                self._rows.move_to_end(selection)
+                return kept[1]
+        with collector_paused():
+            table = self._analyse(lambda s: kept_table(s, range(len(ROW_VARIANTS)), selection=selection))
+        with self._lock:
+            self._rows[selection] = (version, table)
+            self._rows.move_to_end(selection)
+            while len(self._rows) > CACHED_ROWS:
+                self._rows.popitem(last=False)
+        return table
+
     def blame(self, selection: Selection, repair: bool, percentile: float) -> dict[str, Any] | None:
         """The blame document, from the task table's columns (``blame_store``)."""
-        return self._remember(
-            ("blame", selection, repair, percentile),
-            lambda: self._analyse(
+        picks = row_picks(report.variants(report.DEFAULT_SCENARIOS), repair, ())
+
+        def work(version: tuple[int, int]) -> dict[str, Any] | None:
+            if picks is not None:
+                return blame_table(self.rows(selection, version), percentile=percentile, picks=picks)
+            return self._analyse(
                 lambda s: blame_store(s, percentile=percentile, repair=repair, selection=selection)
-            ),
-        )
+            )
+
+        return self._remember(("blame", selection, repair, percentile), work)
 
     def results(self, selection: Selection, repair: bool) -> list[TaskResult]:
         variants = report.variants(report.DEFAULT_SCENARIOS)
         return self._remember(
             ("results", selection, repair),
-            lambda: self._analyse(lambda s: task_results(s, variants, repair=repair, selection=selection)),
+            lambda _: self._analyse(lambda s: task_results(s, variants, repair=repair, selection=selection)),
         )
 
     def budget(self, selection: Selection, repair: bool, tasks_per_month: float) -> dict[str, Any] | None:
         return self._remember(
             ("budget", selection, repair, tasks_per_month),
-            lambda: self._analyse(
+            lambda _: self._analyse(
                 lambda s: budget_store(
                     s, self.catalog, tasks_per_month, repair=repair, targets=self.targets, selection=selection
                 )
@@ -140,9 +173,13 @@ class StoreView:
 
     def curve(self, selection: Selection, repair: bool) -> dict[str, Any] | None:
         """The overview's what-if curve and histogram: the budget document's, from the task table."""
+        picks = row_picks(report.variants(report.curve_scenarios()), repair, ())
 
-        def work(shared: SharedStore) -> dict[str, Any] | None:
-            found = latency_curve(shared, selection, repair)
+        def work(version: tuple[int, int]) -> dict[str, Any] | None:
+            if picks is not None:
+                found = curve_table(self.rows(selection, version), picks)
+            else:
+                found = self._analyse(lambda shared: latency_curve(shared, selection, repair))
             if found is None:
                 return None
             points, durations = found
@@ -152,7 +189,7 @@ class StoreView:
                 "distribution_ms": distribution(durations),
             }
 
-        return self._remember(("curve", selection, repair), lambda: self._analyse(work))
+        return self._remember(("curve", selection, repair), work)
 
     def explain(self, trace_id: str, selection: Selection, repair: bool) -> tuple[TraceExplanation, dict]:
         def work(store: Any) -> tuple[TraceExplanation, dict]:
@@ -162,14 +199,14 @@ class StoreView:
                 raise Problem(f"no trace {trace_id}{matching} in {self.path}", 404)
             return explanation, span_details(store, trace_id)
 
-        return self._remember(("trace", trace_id, selection, repair), lambda: self._read(work))
+        return self._remember(("trace", trace_id, selection, repair), lambda _: self._read(work))
 
     def overview(self) -> dict[str, Any]:
-        def work(shared: SharedStore) -> dict[str, Any]:
-            kept_table(shared, ())  # the task table current: the traces written since, analysed
-            return shared.answer(store_overview)
+        def work(version: tuple[int, int]) -> dict[str, Any]:
+            self.rows(Selection(), version)  # the task table current: the traces written since, analysed
+            return self._analyse(lambda shared: shared.answer(store_overview))
 
-        return self._remember(("overview",), lambda: self._analyse(work))
+        return self._remember(("overview",), work)
 
 
 def _selection(request: Request) -> tuple[Selection, bool]:

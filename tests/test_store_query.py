@@ -148,3 +148,25 @@ print(plain.execute("SELECT current_setting('enable_progress_bar')").fetchone()[
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "True"]
+
+
+def test_numeric_columns_read_through_their_buffers_match_their_values():
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+    import pytest
+
+    from agentscope.store.arrays import int64_array, numbers
+
+    con = duckdb.connect()
+    part = "SELECT range::BIGINT * 7 AS a, range / 3 AS b FROM range({}, {})"
+    table = pa.concat_tables(con.sql(part.format(*bounds)).to_arrow_table() for bounds in ((0, 9), (9, 20)))
+    assert table.column("a").num_chunks > 1  # several chunks, combined
+    assert numbers(table.column("a")).tolist() == table.column("a").to_pylist()
+    sliced = table.column("b").combine_chunks().slice(12, 5)  # a view that starts part way
+    assert numbers(sliced).tolist() == sliced.to_pylist()
+    assert numbers(int64_array(np.arange(5, dtype=np.int64) * 3)).tolist() == [0, 3, 6, 9, 12]
+    nulls = con.sql("SELECT CASE WHEN range = 3 THEN NULL ELSE range END AS c FROM range(5)").to_arrow_table()
+    for column in (nulls.column("c"), pa.chunked_array([["x"]])):
+        with pytest.raises(TypeError):
+            numbers(column)

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gzip
 import itertools
+import json
 import multiprocessing
 import random
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -307,3 +310,20 @@ def test_spans_written_outside_agentscopes_writers_are_analysed_too(tmp_path):
     gone = blame_store(shared)
     assert gone == _full(shared, None) and gone["tasks"]["count"] == after["tasks"]["count"] - 1
     assert _kept(shared.path)[1] == 5
+
+
+def test_an_answer_from_kept_rows_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas (a fifth of a second) at its first conversion to or from NumPy or a Python
+    list; a blame that reads only kept rows converts through buffers and never pays it."""
+    path = tmp_path / "store.duckdb"
+    SharedStore(path).insert(rows_to_table(_rows(5, 9)))
+    expected = blame_store(SharedStore(path))  # every trace analysed, its rows kept
+    code = (
+        "import json, sys\n"
+        "from agentscope.analysis.pipeline import blame_store\n"
+        "from agentscope.store.shared import SharedStore\n"
+        "print(json.dumps([blame_store(SharedStore(sys.argv[1])), 'pandas' in sys.modules]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    answer, pandas = json.loads(done.stdout)
+    assert answer == json.loads(json.dumps(expected)) and pandas is False

@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from agentscope.store.arrays import int64_array, numbers
+
 REQUIRED = ("span_id", "start_ns", "end_ns")
 COLUMNS = (
     "trace_id",
@@ -86,12 +88,9 @@ def _arrow_column(column: Any) -> list[Any]:
 
 def _encoded(column: Any) -> tuple[Any, np.ndarray]:
     """The column's distinct values (null is one too) and each row's code, codes given in order of first
-    appearance.  The int32 codes are read from their buffer: ``to_numpy`` would import pandas (0.2 s in
-    each worker)."""
+    appearance."""
     encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
-    indices = encoded.indices
-    codes = np.frombuffer(indices.buffers()[1], dtype=np.int32, count=len(indices), offset=indices.offset * 4)
-    return encoded.dictionary, codes
+    return encoded.dictionary, numbers(encoded.indices)
 
 
 def _arrow_strings(column: Any) -> list[str | None]:
@@ -196,7 +195,7 @@ def _arrow_grouped(table: Any) -> tuple[Any, list[int] | None]:
     _, codes = _encoded(column)
     if not bool((codes[1:] >= codes[:-1]).all()):
         order = np.argsort(codes, kind="stable")
-        table = table.take(pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)]))
+        table = table.take(int64_array(order))
         codes = codes[order]
     starts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
     return table, [0, *starts.tolist(), len(codes)]

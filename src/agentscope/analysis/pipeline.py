@@ -37,6 +37,7 @@ from agentscope.analysis.tasks import (
 )
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
+from agentscope.store.arrays import numbers
 from agentscope.store.query import span_batches, trace_spans
 from agentscope.store.schema import SCHEMA_VERSION, TASK_ARROW_SCHEMA
 from agentscope.store.selection import Selection
@@ -165,10 +166,11 @@ ROW_WRITE_WAIT_S = 1.0
 """How long a reader waits to write its new rows back; a reader that cannot leaves them to the next."""
 
 
-def _picks(
+def row_picks(
     variants: Sequence[Mapping[str, float]], repair: bool, targets: Sequence[object]
 ) -> list[int] | None:
-    """Where each of ``variants`` is among a row's what-if times; None when rows cannot answer."""
+    """Where each of ``variants`` is among a row's what-if times (``ROW_VARIANTS``); None when rows
+    cannot answer."""
     if not repair or targets:
         return None
     picks = []
@@ -207,7 +209,7 @@ def kept_results(
     the file can be had within ``ROW_WRITE_WAIT_S``); every other task is read from its row.  What rows
     cannot answer (another what-if, a target, ``repair=False``) is analysed on demand from a snapshot.
     """
-    picks = _picks(variants, repair, targets)
+    picks = row_picks(variants, repair, targets)
     if picks is None:
         with shared.reading() as store:
             return task_results(store, variants, None, workers, repair, targets, selection)
@@ -288,7 +290,7 @@ def saved_results(
         if selection is not None and selection.service is not None and store.scalar(unnamed):
             raise TaskTableError("--service: these task tables name no services (a Spark run's do not)")
         results = results_from_table(selected_rows(store, selection))
-    picks = _picks(variants, True, ())
+    picks = row_picks(variants, True, ())
     kept = min((len(r.whatif_ns) for r in results), default=len(ROW_VARIANTS))
     if picks is None or any(i >= kept for i in picks):
         raise TaskTableError("the task tables do not hold these what-if scenarios: analyse the spans instead")
@@ -304,7 +306,8 @@ def _read_kept(store: Store, selection: Selection | None, picks: list[int], live
     if store.unmarked_writes():
         return None
     changed = changed_traces(store, ROW_VERSION)
-    rows = selected_rows(store, selection, changed, picks)
+    every = picks == list(range(len(ROW_VARIANTS)))  # each row's what-ifs as they are
+    rows = selected_rows(store, selection, changed, None if every else picks)
     if not len(changed):
         return _Kept(changed, rows, {}, [])
     services = trace_services(store, changed)
@@ -353,16 +356,11 @@ def blame_store(
     """
     variants = report.variants(scenarios)
     with collector_paused():
-        picks = _picks(variants, repair, targets) if isinstance(store, SharedStore) else None
+        picks = row_picks(variants, repair, targets) if isinstance(store, SharedStore) else None
         if picks is not None:  # the task table answers: aggregated column by column
             if task_name is not None:
                 selection = replace(selection or Selection(), task=task_name)
-            table = kept_table(store, picks, workers, selection)
-            if not table.num_rows:
-                return None
-            return report.render(
-                report.Population.of_table(table, percentile), scenarios, percentile, headline
-            )
+            return blame_table(kept_table(store, picks, workers, selection), scenarios, percentile, headline)
         results = task_results(store, variants, task_name, workers, repair, targets, selection)
         if not results:
             return None
@@ -376,20 +374,44 @@ def latency_curve(
     ascending; from the task table column by column where it answers.  None when no task is selected."""
     curve = report.curve_scenarios()
     variants = report.variants(curve)
-    picks = _picks(variants, repair, ()) if isinstance(store, SharedStore) else None
+    picks = row_picks(variants, repair, ()) if isinstance(store, SharedStore) else None
     if picks is not None:
-        table = kept_table(store, picks, None, selection)
-        if not table.num_rows:
-            return None
-        durations = table.column("duration_ns").to_numpy()
-        whatifs = report.list_matrix(table.column("whatif_ns"), table.num_rows)
-    else:
-        results = task_results(store, variants, None, None, repair, (), selection)
-        if not results:
-            return None
-        durations = np.array([r.duration_ns for r in results], dtype=np.int64)
-        whatifs = np.array([r.whatif_ns for r in results], dtype=np.float64)
+        return curve_table(kept_table(store, picks, None, selection))
+    results = task_results(store, variants, None, None, repair, (), selection)
+    if not results:
+        return None
+    durations = np.array([r.duration_ns for r in results], dtype=np.int64)
+    whatifs = np.array([r.whatif_ns for r in results], dtype=np.float64)
     return report.curve_points(whatifs, curve), (np.sort(durations) / 1e6).tolist()
+
+
+def blame_table(
+    table: pa.Table,
+    scenarios: Sequence[Scenario] = report.DEFAULT_SCENARIOS,
+    percentile: float = 95,
+    headline: Scenario | None = None,
+    picks: Sequence[int] | None = None,
+) -> dict[str, Any] | None:
+    """:func:`blame_store`'s report from rows of the task table (:func:`kept_table`), or None when there
+    are none.  The rows' what-if times are the ``scenarios``' variants, or hold them at ``picks``
+    (:func:`row_picks`): one read of every row's what-ifs can answer several questions."""
+    if not table.num_rows:
+        return None
+    with collector_paused():  # a window's operations are thousands of dicts, which the collector would walk
+        population = report.Population.of_table(table, percentile, picks)
+    return report.render(population, scenarios, percentile, headline)
+
+
+def curve_table(
+    table: pa.Table, picks: Sequence[int] | None = None
+) -> tuple[list[tuple[float, float, float]], list[float]] | None:
+    """:func:`latency_curve` from rows of the task table whose what-ifs are the curve's variants, or hold
+    them at ``picks``; None when there are no rows."""
+    if not table.num_rows:
+        return None
+    whatifs = report.list_matrix(table.column("whatif_ns"), table.num_rows, picks)
+    durations = numbers(table.column("duration_ns"))
+    return report.curve_points(whatifs, report.curve_scenarios()), (np.sort(durations) / 1e6).tolist()
 
 
 def blame_saved(

@@ -8,7 +8,7 @@ object: the only step that needs every task at once, on a table that is small
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from agentscope.analysis import categories as C
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.tasks import TaskResult, TraceExplanation
 from agentscope.analysis.whatif import Scenario
+from agentscope.store.arrays import int64_array, numbers
 
 SCHEMA = "agentscope.blame/v1"
 DEFAULT_SCENARIOS = (
@@ -38,16 +39,13 @@ def curve_scenarios() -> list[Scenario]:
 def curve_points(whatifs: np.ndarray, curve: Sequence[Scenario]) -> list[tuple[float, float, float]]:
     """(inference speedup, p95 ms optimistic, p95 ms pessimistic) of each ``curve`` scenario, from a
     tasks × what-ifs matrix holding each scenario's optimistic then pessimistic durations (ns)."""
+    rank = max(1, math.ceil(95 / 100 * len(whatifs)))  # nearest_rank's, found by partition, not a sort
     points = []
     for k, scenario in enumerate(curve):
-        optimistic, pessimistic = (np.sort(whatifs[:, 2 * k + side]).tolist() for side in (0, 1))
-        points.append(
-            (
-                scenario.speedups["inference"],
-                nearest_rank(optimistic, 95) / 1e6,
-                nearest_rank(pessimistic, 95) / 1e6,
-            )
+        optimistic, pessimistic = (
+            np.partition(whatifs[:, 2 * k + side], rank - 1)[rank - 1].item() for side in (0, 1)
         )
+        points.append((scenario.speedups["inference"], optimistic / 1e6, pessimistic / 1e6))
     return points
 
 
@@ -93,11 +91,6 @@ def _category_rows(components: Sequence[float], total_ns: float) -> list[dict[st
     return rows
 
 
-def _average(vectors: Sequence[Sequence[float]]) -> list[float]:
-    n = len(vectors)
-    return [sum(column) / n for column in zip(*vectors)] if n else [0.0] * len(C.KEYS)
-
-
 def window_percentiles(percentile: float) -> tuple[float, float]:
     """The percentiles that bound the tasks averaged for the budget at ``percentile``."""
     return max(percentile - WINDOW, 0.0), min(percentile + WINDOW, 100.0)
@@ -112,6 +105,33 @@ def window_ranks(count: int, percentile: float) -> tuple[int, int]:
 
 LATENCY_PERCENTILES = (50, 90, 95, 99)
 WHATIF_PERCENTILES = (50, 95)
+
+
+@dataclass
+class Window:
+    """The tasks near the percentile, summed: what the budget scales to the percentile.  Its tasks are
+    added in rank order, so a report is the same whichever way its tasks were read."""
+
+    count: int
+    components: list[float]
+    """Each component's sum over the window's tasks (``categories.KEYS`` order)."""
+    operations: dict[str, tuple[str, float, float]]
+    """Operation label → (category, summed ns, summed calls), labels in order of first appearance."""
+
+    @classmethod
+    def of(cls, components: np.ndarray, operations: Iterable[Mapping[str, tuple[str, float, int]]]) -> Window:
+        """From the window's tasks' components (a tasks × ``KEYS`` matrix) and operations, in rank order."""
+        sums: dict[str, list[Any]] = {}
+        for ops in operations:
+            for label, (category, ns, calls) in ops.items():
+                entry = sums.get(label)
+                if entry is None:
+                    sums[label] = [category, 0.0 + ns, 0.0 + calls]
+                else:
+                    entry[1] += ns
+                    entry[2] += calls
+        summed = _in_order(components).tolist() if len(components) else [0.0] * len(C.KEYS)
+        return cls(len(components), summed, {label: tuple(entry) for label, entry in sums.items()})
 
 
 @dataclass
@@ -131,8 +151,8 @@ class Population:
     max_ns: float
     mean_ns: float
     mean_components: list[float]
-    window: list[TaskResult]
-    """The tasks whose durations rank within ``WINDOW`` points of the percentile."""
+    window: Window
+    """The tasks whose durations rank within ``WINDOW`` points of the percentile, summed."""
     serial_mean: float
     serial_p95: float
     split_measured_ns: float
@@ -166,14 +186,15 @@ class Population:
             names=sorted({r.name for r in results}),
             calls_without_tokens=sum(r.calls_without_tokens for r in results),
             repaired=sum(r.repaired for r in results),
-            window_of=lambda ranks: [results[i] for i in ranks],
+            window_operations=lambda ranks: [results[i].operations for i in ranks.tolist()],
         )
 
     @classmethod
-    def of_table(cls, table: pa.Table, percentile: float) -> Population:
-        """:meth:`of` from a per-task table (``analysis.rows``), column by column: only the tasks of the
-        budget's window become ``TaskResult`` objects.  The same population as :meth:`of` of its rows."""
-        from agentscope.analysis.rows import results_from_table
+    def of_table(cls, table: pa.Table, percentile: float, picks: Sequence[int] | None = None) -> Population:
+        """:meth:`of` from a per-task table (``analysis.rows``), column by column: only the window's
+        operations are parsed.  The same population as :meth:`of` of its rows, with only the what-if
+        times at ``picks`` where given."""
+        from agentscope.analysis.rows import operations_of
 
         if not table.num_rows:
             raise ValueError("no tasks to analyse")
@@ -181,16 +202,16 @@ class Population:
         n = table.num_rows
         return cls._ranked(
             percentile,
-            table.column("duration_ns").to_numpy(),
-            pc.sort_indices(table, sort_keys=keys).to_numpy(),
+            numbers(table.column("duration_ns")),
+            numbers(pc.sort_indices(table, sort_keys=keys)).astype(np.int64),
             list_matrix(table.column("components"), n),
-            table.column("serial_llm_calls").to_numpy(),
-            list_matrix(table.column("whatif_ns"), n),
+            numbers(table.column("serial_llm_calls")),
+            list_matrix(table.column("whatif_ns"), n, picks),
             accepted=int(pc.sum(table.column("accepted").cast(pa.int64())).as_py() or 0),
             names=sorted(pc.unique(table.column("name")).to_pylist()),
             calls_without_tokens=int(pc.sum(table.column("calls_without_tokens")).as_py() or 0),
             repaired=int(pc.sum(table.column("repaired")).as_py() or 0),
-            window_of=lambda ranks: results_from_table(table.take(ranks)),
+            window_operations=lambda rows: operations_of(table.column("operations").take(int64_array(rows))),
         )
 
     @classmethod
@@ -207,29 +228,32 @@ class Population:
         names: list[str],
         calls_without_tokens: int,
         repaired: int,
-        window_of: Callable[[list[int]], list[TaskResult]],
+        window_operations: Callable[[np.ndarray], Iterable[Mapping[str, Sequence[Any]]]],
     ) -> Population:
-        """The population of tasks given as columns (row ``i`` is task ``i``) and their rank ``order``."""
-        ranked_durations = durations[order].tolist()
+        """The population of tasks given as columns (row ``i`` is task ``i``) and their rank ``order``;
+        ``window_operations`` gives the operations of the tasks at the rows it is given, in that order."""
+        count = len(durations)
+        ranked_durations = durations[order]
         components = components[order]
-        serial = sorted(serial_calls.tolist())
+        serial = np.sort(serial_calls)
         wanted = (*WHATIF_PERCENTILES, percentile)
-        whatif = [
-            {q: nearest_rank(ordered, q) for q in wanted} for ordered in np.sort(whatifs, axis=0).T.tolist()
-        ]
-        lo, hi = window_ranks(len(ranked_durations), percentile)
+        ranked_whatifs = np.sort(whatifs, axis=0).T
+        whatif = [{q: nearest_rank(ordered, q).item() for q in wanted} for ordered in ranked_whatifs]
+        lo, hi = window_ranks(count, percentile)
         index = C.KEY_INDEX
         return cls(
-            count=len(ranked_durations),
+            count=count,
             accepted=accepted,
             names=names,
-            duration_ns={q: nearest_rank(ranked_durations, q) for q in (*LATENCY_PERCENTILES, percentile)},
-            max_ns=ranked_durations[-1],
-            mean_ns=sum(ranked_durations) / len(ranked_durations),
-            mean_components=(_in_order(components) / len(ranked_durations)).tolist(),
-            window=window_of(order[lo - 1 : hi].tolist()),
-            serial_mean=sum(serial) / len(serial),
-            serial_p95=nearest_rank(serial, 95),
+            duration_ns={
+                q: nearest_rank(ranked_durations, q).item() for q in (*LATENCY_PERCENTILES, percentile)
+            },
+            max_ns=ranked_durations[-1].item(),
+            mean_ns=sum(durations.tolist()) / count,
+            mean_components=(_in_order(components) / count).tolist(),
+            window=Window.of(components[lo - 1 : hi], window_operations(order[lo - 1 : hi])),
+            serial_mean=sum(serial.tolist()) / count,
+            serial_p95=nearest_rank(serial, 95).item(),
             split_measured_ns=float(
                 _in_order(components[:, index[C.PREFILL]] + components[:, index[C.DECODE]])
             ),
@@ -240,10 +264,11 @@ class Population:
         )
 
 
-def list_matrix(column: pa.ChunkedArray, rows: int) -> np.ndarray:
-    """A list column whose lists are all of one length as a ``rows`` × length matrix."""
-    values = pc.list_flatten(column).to_numpy()
-    return values.astype(np.float64).reshape(rows, -1)
+def list_matrix(column: pa.ChunkedArray, rows: int, picks: Sequence[int] | None = None) -> np.ndarray:
+    """A list column whose lists are all of one length as a ``rows`` × length matrix; only the columns at
+    ``picks``, in that order, where given."""
+    matrix = numbers(pc.list_flatten(column)).astype(np.float64, copy=False).reshape(rows, -1)
+    return matrix if picks is None else matrix[:, list(picks)]
 
 
 def _in_order(values: np.ndarray) -> np.ndarray:
@@ -333,27 +358,21 @@ def render(
     pop = population
     p_ns = pop.duration_ns[percentile]
     window = pop.window
-    mean_window = _average([r.components for r in window])
+    mean_window = [total / window.count for total in window.components] if window.count else window.components
     window_total = sum(mean_window)
     factor = p_ns / window_total if window_total > 0 else 0.0
     budget_components = [v * factor for v in mean_window]
     budget = _category_rows(budget_components, p_ns)
-
-    labels: dict[str, tuple[str, float, float]] = {}
-    for r in window:
-        for label, (category, ns, calls) in r.operations.items():
-            prev = labels.get(label, (category, 0.0, 0.0))
-            labels[label] = (category, prev[1] + ns, prev[2] + calls)
     operations = sorted(
         (
             {
                 "name": label,
                 "category": category,
-                "ms": _ms(ns / len(window) * factor),
-                "share": (ns / len(window) * factor) / p_ns if p_ns > 0 else 0.0,
-                "calls_per_task": calls / len(window),
+                "ms": _ms(ns / window.count * factor),
+                "share": (ns / window.count * factor) / p_ns if p_ns > 0 else 0.0,
+                "calls_per_task": calls / window.count,
             }
-            for label, (category, ns, calls) in labels.items()
+            for label, (category, ns, calls) in window.operations.items()
         ),
         key=lambda op: -op["ms"],
     )[:TOP_OPERATIONS]

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -179,7 +180,11 @@ def _approximate_population(
     ).first()
     duration_ns = dict(zip(durations, row["durations"], strict=True))
     low, high = (duration_ns[q] for q in report.window_percentiles(percentile))
-    window = collect_results(tasks.where(F.col("duration_ns").between(low, high)))
+    near = collect_results(tasks.where(F.col("duration_ns").between(low, high)))
+    near.sort(key=lambda r: (r.duration_ns, r.trace_id or "", r.span_id))
+    window = report.Window.of(
+        np.array([r.components for r in near], dtype=np.float64), [r.operations for r in near]
+    )
     return report.Population(
         count=count,
         accepted=row["accepted"],

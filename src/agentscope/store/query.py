@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentscope import attributes as A
+from agentscope.store.arrays import numbers
 from agentscope.store.selection import Selection
 from agentscope.store.store import Store
 
@@ -165,10 +166,7 @@ def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
     for batch in batches:
         if not batch.num_rows:
             continue
-        column = batch.column("bucket")
-        bucket = np.frombuffer(
-            column.buffers()[1], dtype=np.uint64, count=len(column), offset=column.offset * 8
-        )
+        bucket = numbers(batch.column("bucket"))
         batch = batch.drop_columns(["bucket"])
         edges = [0, *(np.flatnonzero(bucket[1:] != bucket[:-1]) + 1).tolist(), len(batch)]
         for a, z in pairwise(edges):
