@@ -28,11 +28,12 @@ from starlette.staticfiles import StaticFiles
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import (
     ROW_VARIANTS,
+    KeptRows,
     blame_store,
     blame_table,
     curve_table,
     explain_stored_trace,
-    kept_table,
+    kept_rows,
     latency_curve,
     row_picks,
     task_results,
@@ -77,7 +78,7 @@ class StoreView:
         self.targets = tuple(targets)
         """The candidates whose predicted p50/p95 the budget puts beside their cost."""
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-        self._rows: OrderedDict[Selection, tuple[tuple[int, int], pa.Table]] = OrderedDict()
+        self._rows: OrderedDict[Selection, tuple[tuple[int, int], KeptRows]] = OrderedDict()
         self._lock = threading.Lock()
 
     def _version(self) -> tuple[int, int]:
@@ -124,22 +125,24 @@ class StoreView:
             raise Problem(str(exc), 503) from None
 
     def rows(self, selection: Selection, version: tuple[int, int]) -> pa.Table:
-        """The task table's rows of the selection with every what-if time (``kept_table``), current for
-        the store's content ``version``: one read answers the overview's blame, curve and names while
-        the store is written."""
+        """The task table's rows of the selection with every what-if time (``kept_rows``), current for
+        the store's content ``version``: one read answers the overview's blame, curve and names, and
+        the next brings them up to date while the store is written."""
         with self._lock:
             kept = self._rows.get(selection)
             if kept is not None and kept[0] == version:
                 self._rows.move_to_end(selection)
-                return kept[1]
-        with collector_paused():
-            table = self._analyse(lambda s: kept_table(s, range(len(ROW_VARIANTS)), selection=selection))
+                return kept[1].table
+        previous = kept[1] if kept is not None else None
+        every = range(len(ROW_VARIANTS))
+        with collector_paused():  # the last read's rows, brought up to date: what was kept and written since
+            rows = self._analyse(lambda s: kept_rows(s, every, selection=selection, previous=previous))
         with self._lock:
-            self._rows[selection] = (version, table)
+            self._rows[selection] = (version, rows)
             self._rows.move_to_end(selection)
             while len(self._rows) > CACHED_ROWS:
                 self._rows.popitem(last=False)
-        return table
+        return rows.table
 
     def blame(self, selection: Selection, repair: bool, percentile: float) -> dict[str, Any] | None:
         """The blame document, from the task table's columns (``blame_store``)."""

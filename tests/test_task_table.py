@@ -21,7 +21,7 @@ from tracebuild import _varied_trace
 
 from agentscope.analysis import pipeline
 from agentscope.analysis.pipeline import blame_store, task_results
-from agentscope.analysis.report import variants
+from agentscope.analysis.report import DEFAULT_SCENARIOS, variants
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.schema import COLUMNS, SCHEMA_VERSION, TYPED_NAMES, rows_to_table
 from agentscope.store.selection import Selection
@@ -327,3 +327,29 @@ def test_an_answer_from_kept_rows_does_not_import_pandas(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
     answer, pandas = json.loads(done.stdout)
     assert answer == json.loads(json.dumps(expected)) and pandas is False
+
+
+OTHER_READS = st.lists(st.booleans(), min_size=6, max_size=6)
+PRUNE_BEFORE_NS = (1_700_000_000_000 + 10_000) * 1_000_000
+"""After the first traces of :func:`_rows` have ended (they start 5 s apart)."""
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(history=histories(), prune_at=st.integers(0, 6), others=OTHER_READS)
+def test_rows_brought_up_to_date_equal_a_full_recompute(history, prune_at, others, tmp_path_factory):
+    """A reader that keeps its rows and brings them up to date at each read (the UI) answers as a full
+    recompute does, while other readers keep rows meanwhile and old traces are pruned."""
+    batches, reads, selection = history
+    shared = SharedStore(tmp_path_factory.mktemp("since") / "store.duckdb")
+    every = range(len(pipeline.ROW_VARIANTS))
+    picks = pipeline.row_picks(variants(DEFAULT_SCENARIOS), True, ())
+    rows = None
+    for i, (batch, read) in enumerate(zip(batches, reads)):
+        shared.insert(rows_to_table(batch))
+        if i == prune_at:  # the first two traces' spans have all ended by then
+            shared.prune(PRUNE_BEFORE_NS)
+        if others[i % len(others)]:
+            blame_store(shared)  # another reader keeps the rows of what was written
+        if read or i == len(batches) - 1:
+            rows = pipeline.kept_rows(shared, every, selection=selection, previous=rows)
+            assert pipeline.blame_table(rows.table, picks=picks) == _full(shared, selection)

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentscope.analysis import report
 from agentscope.analysis.batch import REQUIRED, SpanBatch
@@ -162,6 +163,8 @@ ROW_VERSION = f"{ANALYSIS_VERSION}/{zlib.crc32(repr(ROW_VARIANTS).encode()):08x}
 LIVE_READ_MAX_SPANS = 200_000
 """Changed spans read from the store itself under the shared lock, at most; past that (a first
 analysis, a large ingest) they are read from a snapshot, so that writers are not kept out for long."""
+KEPT_CHUNKS = 64
+"""Chunks a table of rows brought up to date (:func:`kept_rows`) may have before it is copied into one."""
 ROW_WRITE_WAIT_S = 1.0
 """How long a reader waits to write its new rows back; a reader that cannot leaves them to the next."""
 
@@ -193,6 +196,20 @@ class _Kept(NamedTuple):
     """The changed traces' services."""
     batches: list[pa.Table] | None
     """The changed traces' spans, or None when there are more than a read under the lock takes."""
+    seq: int
+    """The store's write sequence number as read."""
+    since: int | None
+    """``rows`` are only those kept after this write (the rest are the caller's), or all of them: None."""
+
+
+class KeptRows(NamedTuple):
+    """Rows of the task table as a read found them (:func:`kept_rows`), to be brought up to date by
+    the next read."""
+
+    table: pa.Table
+    seq: int | None
+    """The store's write sequence number when they were read; None when they cannot be brought up to
+    date (an older store answered from its spans)."""
 
 
 def kept_results(
@@ -221,13 +238,28 @@ def kept_table(
 ) -> pa.Table:
     """:func:`kept_results` as a per-task table (``analysis.rows``), its what-ifs the ``picks`` of each
     row's: what a report aggregates column by column (``report.Population.of_table``)."""
+    return kept_rows(shared, picks, workers, selection).table
+
+
+def kept_rows(
+    shared: SharedStore,
+    picks: Sequence[int],
+    workers: int | None = None,
+    selection: Selection | None = None,
+    previous: KeptRows | None = None,
+) -> KeptRows:
+    """:func:`kept_table`, brought up to date from ``previous`` (an earlier answer of the same picks and
+    selection) where it can be: only the rows kept since and the traces written since are read, so a
+    reader that asks again and again while the app writes (the UI) does not read every row each time.
+    Every row is read again after a write that deleted traces."""
     picks = list(picks)
+    since = previous.seq if previous is not None else None
     try:
-        kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True))
+        kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True, since=since))
         if kept is None:  # spans written outside agentscope's writers: every trace is analysed again
             with shared.writing(ROW_WRITE_WAIT_S) as store:
                 store.mark_all_written()
-            kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True))
+            kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True, since=since))
     except (StoreBusy, OSError):  # busy, or an older store in a folder this process cannot write
         kept = None
     if kept is not None and kept.batches is not None:
@@ -237,8 +269,8 @@ def kept_table(
             if store.version < SCHEMA_VERSION or store.unmarked_writes():  # no table to answer from
                 variants = [ROW_VARIANTS[i] for i in picks]
                 results = task_results(store, variants, None, workers, True, (), selection)
-                return results_table(results, [[] for _ in results])
-            kept = kept or _read_kept(store, selection, picks, live=False)
+                return KeptRows(results_table(results, [[] for _ in results]), None)
+            kept = kept or _read_kept(store, selection, picks, live=False, since=since)
             spans = span_count_of(store, kept.changed)
             workers = _workers_for(spans) if workers is None else workers
             batches = span_batches(store, traces=kept.changed, spans=spans)
@@ -259,7 +291,16 @@ def kept_table(
     for result in selected:
         result.whatif_ns = [result.whatif_ns[i] for i in picks]
     services = [kept.services.get(r.trace_id or "", []) for r in selected]
-    return pa.concat_tables([kept.rows.cast(TASK_ARROW_SCHEMA), results_table(selected, services)])
+    table = pa.concat_tables([kept.rows.cast(TASK_ARROW_SCHEMA), results_table(selected, services)])
+    if kept.since is not None and previous is not None:  # the earlier rows, less the traces read again
+        again = pa.concat_arrays(
+            [kept.changed.column("trace_id").combine_chunks(), kept.rows.column("trace_id").combine_chunks()]
+        )
+        earlier = [_without(batch, again) for batch in previous.table.to_batches()]
+        table = pa.concat_tables([pa.Table.from_batches(earlier, previous.table.schema), table])
+        if table.column("trace_id").num_chunks > KEPT_CHUNKS:  # each read adds one: a long run adds many
+            table = table.combine_chunks()
+    return KeptRows(table, kept.seq)
 
 
 class TaskTableError(ValueError):
@@ -299,24 +340,37 @@ def saved_results(
     return _ordered(results)
 
 
-def _read_kept(store: Store, selection: Selection | None, picks: list[int], live: bool) -> _Kept | None:
-    """The changed traces, the other traces' selected rows (with the ``picks`` of their what-ifs) and,
-    ``live``, the changed traces' spans; None when spans were written by other means than
-    agentscope's writers, which marked no trace."""
+def _without(batch: pa.RecordBatch, traces: pa.Array) -> pa.RecordBatch:
+    """``batch`` less the rows of ``traces``; the batch itself when it has none, as the older batches of
+    rows brought up to date mostly do (the traces read again are the ones still being written)."""
+    again = pc.is_in(batch.column("trace_id"), value_set=traces)
+    return batch.filter(pc.invert(again)) if pc.any(again).as_py() else batch
+
+
+def _read_kept(
+    store: Store, selection: Selection | None, picks: list[int], live: bool, since: int | None = None
+) -> _Kept | None:
+    """The changed traces, the other traces' selected rows (with the ``picks`` of their what-ifs; only
+    those kept after write ``since``, unless traces were deleted after it) and, ``live``, the changed
+    traces' spans; None when spans were written by other means than agentscope's writers, which
+    marked no trace."""
     if store.unmarked_writes():
         return None
+    seq = store.write_seq()
+    if since is not None and store.deleted_seq() > since:
+        since = None
     changed = changed_traces(store, ROW_VERSION)
     every = picks == list(range(len(ROW_VARIANTS)))  # each row's what-ifs as they are
-    rows = selected_rows(store, selection, changed, None if every else picks)
+    rows = selected_rows(store, selection, changed, None if every else picks, since)
     if not len(changed):
-        return _Kept(changed, rows, {}, [])
+        return _Kept(changed, rows, {}, [], seq, since)
     services = trace_services(store, changed)
     if not live:
-        return _Kept(changed, rows, services, None)
+        return _Kept(changed, rows, services, None, seq, since)
     spans = span_count_of(store, changed)
     if spans > LIVE_READ_MAX_SPANS:
-        return _Kept(changed, rows, services, None)
-    return _Kept(changed, rows, services, list(span_batches(store, traces=changed, spans=spans)))
+        return _Kept(changed, rows, services, None, seq, since)
+    return _Kept(changed, rows, services, list(span_batches(store, traces=changed, spans=spans)), seq, since)
 
 
 def _write_back(

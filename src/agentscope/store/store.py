@@ -70,6 +70,11 @@ _MARK_WRITTEN = (
     "ON CONFLICT (trace_id) DO UPDATE SET seq = excluded.seq, first_ns = least(first_ns, excluded.first_ns)"
 )
 _COUNT_SPANS = "INSERT OR REPLACE INTO agentscope_meta SELECT 'spans', CAST(count(*) AS VARCHAR) FROM spans"
+_DELETED = (
+    "INSERT OR REPLACE INTO agentscope_meta SELECT 'deleted_seq', value FROM agentscope_meta "
+    "WHERE key = 'write_seq'"
+)
+"""Note the write that deleted traces: a reader holding rows from before it must read them all again."""
 _CONFLICTS = """
 SELECT b.trace_id, b.span_id FROM agentscope_batch b JOIN spans s USING (trace_id, span_id)
 WHERE s.start_ns <> b.start_ns OR s.end_ns <> b.end_ns OR s.name <> b.name
@@ -204,8 +209,20 @@ class Store:
     def content_version(self) -> tuple[int, int]:
         """(the last span write's sequence number, the spans stored): changes whenever spans do, by any
         writer (a write outside agentscope's changes the count), and not when task rows are written."""
-        (seq,) = self.con.execute("SELECT value FROM agentscope_meta WHERE key = 'write_seq'").fetchall()[0]
-        return int(seq), self.span_count()
+        return self.write_seq(), self.span_count()
+
+    def write_seq(self) -> int:
+        """The sequence number of the last write of spans (0 in a store without the task table)."""
+        return self._meta_number("write_seq")
+
+    def deleted_seq(self) -> int:
+        """The sequence number of the last write that deleted traces (``prune``, or writes outside
+        agentscope's writers); 0 if none has."""
+        return self._meta_number("deleted_seq")
+
+    def _meta_number(self, key: str) -> int:
+        found = self.con.execute("SELECT value FROM agentscope_meta WHERE key = ?", [key]).fetchall()
+        return int(found[0][0]) if found else 0
 
     def unmarked_writes(self) -> bool:
         """Whether spans were written or deleted by other means than this class (a DuckDB shell, say):
@@ -224,6 +241,7 @@ class Store:
                 self.con.execute(f"DELETE FROM {table} WHERE {gone}")
             self.con.execute(_TYPE_UNTYPED)
             self._mark_written("spans")
+            self.con.execute(_DELETED)
 
     def insert(self, batch: pa.Table) -> Inserted:
         """Store a batch of span rows in one statement; spans already stored are skipped, not replaced.
@@ -286,6 +304,7 @@ class Store:
                 self.con.execute(f"DELETE FROM {table} WHERE {old}")
             self.con.execute(_NEXT_SEQ).fetchall()  # a write of spans, for whoever numbers what it read
             self.con.execute(_COUNT_SPANS)
+            self.con.execute(_DELETED)
             self.con.execute("DROP TABLE agentscope_old")
         return traces, spans
 

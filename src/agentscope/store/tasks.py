@@ -53,15 +53,23 @@ def span_count_of(store: Store, traces: pa.Table) -> int:
 
 
 def selected_rows(
-    store: Store, selection: Selection | None, skip: pa.Table | None = None, whatifs: list[int] | None = None
+    store: Store,
+    selection: Selection | None,
+    skip: pa.Table | None = None,
+    whatifs: list[int] | None = None,
+    since: int | None = None,
 ) -> pa.Table:
     """The stored rows ``selection`` keeps, less those of the traces in ``skip`` (being analysed again);
-    with ``whatifs``, only those what-if times of each row, in that order (0-based).
+    with ``whatifs``, only those what-if times of each row, in that order (0-based); with ``since``, only
+    the rows of traces analysed at a later write than that sequence number.
 
     The selection is exact on rows: a task's name, its start in the window, a service among its
     trace's services."""
     clauses = ["TRUE" if skip is None else f"NOT {IN_REGISTERED}"]
     params: list[Any] = []
+    if since is not None:
+        clauses.append("trace_id IN (SELECT trace_id FROM task_traces WHERE seq > ?)")
+        params.append(since)
     if selection is not None:
         for value, clause in (
             (selection.task, "name = ?"),
