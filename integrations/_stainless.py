@@ -75,21 +75,31 @@ class Dialect:
 
 
 class _Call:
-    """Bookkeeping of one logical call across its HTTP attempts."""
+    """One logical call across its HTTP attempts: what the wrapper sets up before the SDK runs (its span
+    current, the call the attempts see), undone when the SDK returns or raises, and what each attempt
+    notes on it.  One object, set in one context variable: the call path is paid on every LLM call."""
 
     __slots__ = (
         "attempt_start",
+        "call",
+        "cpu0",
+        "dialect",
         "headers",
+        "kwargs",
         "own_span",
         "peer_scopes",
+        "rec",
         "request",
         "status",
+        "t0",
+        "token",
         "trace_headers",
     )
 
-    def __init__(self, own_span: bool, peer_scopes: tuple[str, ...] = ()) -> None:
-        self.own_span = own_span
-        self.peer_scopes = peer_scopes
+    def __init__(self, rec: Recording | None, call: LLMCall | None, dialect: Dialect, kwargs: dict) -> None:
+        self.rec, self.call, self.dialect, self.kwargs = rec, call, dialect, kwargs
+        self.own_span = rec is not None
+        self.peer_scopes = dialect.peer_scopes
         self.attempt_start = 0
         self.headers: Any = None
         self.status: int | None = None
@@ -97,6 +107,22 @@ class _Call:
         """The attempt's request; its method and host are read only if the attempt fails."""
         self.trace_headers: dict[str, str] | None = None
         """The call's context as propagation headers (``traceparent`` …), made at its first attempt."""
+        self.token = _CALL.set(self)
+        if rec is not None:
+            rec.enter()
+        self.t0, self.cpu0 = time.perf_counter_ns(), time.thread_time_ns()
+
+    def failed(self, error: BaseException) -> None:
+        if self.rec is not None:
+            self.rec.finish(error, time.thread_time_ns() - self.cpu0)
+            self.rec.exit()
+        _CALL.reset(self.token)
+
+    def returned(self, result: Any) -> Any:
+        _CALL.reset(self.token)
+        if self.rec is not None:
+            self.rec.exit()
+        return _after(result, self)
 
 
 def _peer_span(scopes: tuple[str, ...]) -> trace.Span | None:
@@ -167,40 +193,15 @@ def result_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
     return values
 
 
-class _CallScope:
-    """What a wrapped API call sets up before the SDK runs, and undoes when it returns or raises."""
-
-    __slots__ = ("call", "cpu0", "dialect", "kwargs", "rec", "state", "t0", "token")
-
-    def __init__(self, rec: Recording | None, call: LLMCall | None, dialect: Dialect, kwargs: dict) -> None:
-        self.rec, self.call, self.dialect, self.kwargs = rec, call, dialect, kwargs
-        self.state = _Call(own_span=rec is not None, peer_scopes=dialect.peer_scopes)
-        self.token = _CALL.set(self.state)
-        if rec is not None:
-            rec.enter()
-        self.t0, self.cpu0 = time.perf_counter_ns(), time.thread_time_ns()
-
-    def failed(self, error: BaseException) -> None:
-        if self.rec is not None:
-            self.rec.finish(error, time.thread_time_ns() - self.cpu0)
-            self.rec.exit()
-        _CALL.reset(self.token)
-
-    def returned(self, result: Any) -> Any:
-        _CALL.reset(self.token)
-        if self.rec is not None:
-            self.rec.exit()
-        return _after(result, self.rec, self.call, self.state, self.kwargs, self.t0, self.cpu0, self.dialect)
-
-
-def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: Dialect) -> _CallScope | None:
-    """The call's scope; None (the call runs untouched) if opening its span failed."""
+def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: Dialect) -> _Call | None:
+    """The call's bookkeeping, its span open and current; None (the call runs untouched) if opening its
+    span failed."""
     try:
         rec, call = _open(wrapped, instance, kwargs, operation, dialect)
     except Exception as exc:
         report(f"opening a {dialect.library} span", exc)
         return None
-    return _CallScope(rec, call, dialect, kwargs)
+    return _Call(rec, call, dialect, kwargs)
 
 
 def call_sync(operation: str, dialect: Dialect) -> Callable[..., Any]:
@@ -237,31 +238,23 @@ def call_async(operation: str, dialect: Dialect) -> Callable[..., Any]:
     return wrapper
 
 
-def _after(
-    result: Any,
-    rec: Recording | None,
-    call: LLMCall | None,
-    state: _Call,
-    kwargs: dict,
-    t0: int,
-    cpu0: int,
-    dialect: Dialect,
-) -> Any:
+def _after(result: Any, state: _Call) -> Any:
     """Finish a non-streamed call, or hand a stream to a proxy that finishes it later."""
+    call, rec, dialect = state.call, state.rec, state.dialect
     if call is None:
         return result
     values = None
     try:
-        if kwargs.get("stream"):
+        if state.kwargs.get("stream"):
             proxy_type = _AsyncStream if hasattr(result, "__aiter__") else _Stream
-            tracked = StreamState(rec, call, state, time.perf_counter_ns() - t0, cpu0, dialect)
+            tracked = StreamState(rec, call, state, time.perf_counter_ns() - state.t0, state.cpu0, dialect)
             return proxy_type(result, tracked)
         body = result.parse() if isinstance(result, dialect.raw_responses) else result
         values = result_attributes(body, state.headers)
     except Exception as exc:
         report(f"recording a {dialect.library} response", exc)
     if rec is not None:
-        rec.finish(None, time.thread_time_ns() - cpu0, values)
+        rec.finish(None, time.thread_time_ns() - state.cpu0, values)
     elif values:
         call.set_attributes(values)
     return result
