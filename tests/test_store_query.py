@@ -170,3 +170,25 @@ def test_numeric_columns_read_through_their_buffers_match_their_values():
     for column in (nulls.column("c"), pa.chunked_array([["x"]])):
         with pytest.raises(TypeError):
             numbers(column)
+
+
+def test_columns_built_from_buffers_equal_arrow_s_own():
+    import pyarrow as pa
+
+    from agentscope.store.arrays import column
+
+    cases = [
+        ([3, -1, 2**40], pa.int64()),
+        ([7, 0], pa.int32()),
+        ([1.5, float("inf"), 0], pa.float64()),
+        ([True, False, True] * 5, pa.bool_()),
+        (["é", None, "", "trace"], pa.string()),
+        ([[1.0, 2.5], [], [3]], pa.list_(pa.float64())),
+        ([["checkout"], [], ["a", "b"]], pa.list_(pa.string())),
+        ([], pa.string()),
+        ([1, None], pa.int64()),  # a null number: through pa.array
+    ]
+    for values, arrow_type in cases:
+        built = column(values, arrow_type)
+        built.validate(full=True)
+        assert built.equals(pa.array(values, type=arrow_type)), (values, arrow_type)

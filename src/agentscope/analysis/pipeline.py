@@ -38,7 +38,7 @@ from agentscope.analysis.tasks import (
 )
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
-from agentscope.store.arrays import numbers
+from agentscope.store.arrays import column, numbers
 from agentscope.store.query import span_batches, trace_spans
 from agentscope.store.schema import SCHEMA_VERSION, TASK_ARROW_SCHEMA
 from agentscope.store.selection import Selection
@@ -381,8 +381,9 @@ def _write_back(
     for result in fresh:
         per_trace[result.trace_id or ""] = per_trace.get(result.trace_id or "", 0) + 1
     ids = changed.column("trace_id").to_pylist()
+    tasks = column([per_trace.get(t, 0) for t in ids], pa.int32())
     analysed_traces = pa.table(
-        {"trace_id": ids, "seq": changed.column("seq"), "tasks": [per_trace.get(t, 0) for t in ids]}
+        {"trace_id": changed.column("trace_id"), "seq": changed.column("seq"), "tasks": tasks}
     )
     rows = results_table(fresh, [services.get(r.trace_id or "", []) for r in fresh])
     try:

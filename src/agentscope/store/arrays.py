@@ -1,13 +1,16 @@
-"""Numeric Arrow columns read as NumPy arrays, and index arrays made, through their buffers.
+"""Arrow columns read as NumPy arrays, and made from Python lists, through their buffers.
 
 pyarrow imports pandas (0.2–0.4 s) the first time a column is converted to or from NumPy or a Python
 sequence (``to_numpy``, ``pa.array``, ``take`` of a list): a reader that answers from the task table
 in well under a second cannot pay that, nor can a worker.  A numeric column without nulls is its
-values buffer, so these read and make such columns in place.
+values buffer, a string column its offsets and bytes, so these read and make such columns in place.
 """
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
+from itertools import accumulate, chain
 from typing import Any
 
 import numpy as np
@@ -19,6 +22,7 @@ _DTYPES = {
     pa.uint64(): np.uint64,
     pa.float64(): np.float64,
 }
+_TYPECODES = {pa.int32(): "i", pa.int64(): "q", pa.float64(): "d"}
 
 
 def numbers(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -26,15 +30,54 @@ def numbers(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
     One chunk is read in place; several are combined first.
     """
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    dtype = _DTYPES.get(array.type)
-    if dtype is None or array.null_count:
-        raise TypeError(f"not a numeric column without nulls: {array.type}, {array.null_count} nulls")
+    array_ = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    dtype = _DTYPES.get(array_.type)
+    if dtype is None or array_.null_count:
+        raise TypeError(f"not a numeric column without nulls: {array_.type}, {array_.null_count} nulls")
     return np.frombuffer(
-        array.buffers()[1], dtype=dtype, count=len(array), offset=array.offset * array.type.byte_width
+        array_.buffers()[1], dtype=dtype, count=len(array_), offset=array_.offset * array_.type.byte_width
     )
 
 
 def int64_array(values: Any) -> pa.Array:
     """Row numbers (an int64 NumPy array, or ``array("q")``) as an Arrow array over the same buffer."""
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
+    """``values`` as an Arrow array of ``type``, built from buffers for what the task table holds:
+    32- and 64-bit integers and floats, booleans, strings (None is null) and lists of those.  Other
+    types, and values a buffer cannot take (a null number, a string past 2 GB), go through
+    ``pa.array``."""
+    try:
+        code = _TYPECODES.get(type)
+        if code is not None:
+            return pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(array(code, values))])
+        if type == pa.bool_():
+            return pa.Array.from_buffers(type, len(values), [None, _bits(values)])
+        if type == pa.string():
+            return _strings(values)
+        if pa.types.is_list(type):
+            offsets = array("i", [0])
+            offsets.extend(accumulate(map(len, values)))
+            flat = column(list(chain.from_iterable(values)), type.value_type)
+            return pa.ListArray.from_arrays(column(offsets, pa.int32()), flat)
+    except (TypeError, AttributeError, OverflowError):
+        pass
+    return pa.array(values, type=type)
+
+
+def _strings(values: Sequence[str | None]) -> pa.Array:
+    encoded = [b"" if value is None else value.encode() for value in values]
+    offsets = array("i", [0])
+    offsets.extend(accumulate(map(len, encoded)))
+    nulls = sum(value is None for value in values)
+    valid = _bits([value is not None for value in values]) if nulls else None
+    data = pa.py_buffer(b"".join(encoded))
+    return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), data, valid, nulls)
+
+
+def _bits(flags: Sequence[Any]) -> pa.Buffer:
+    """Arrow's bit-packed booleans (least significant bit first)."""
+    packed = np.packbits(np.fromiter(flags, dtype=bool, count=len(flags)), bitorder="little")
+    return pa.py_buffer(packed)
