@@ -50,10 +50,10 @@ def _operations(text: str) -> dict[str, tuple[str, float, int]]:
     return {label: tuple(op) for label, op in orjson.loads(text).items()}
 
 
-def operations_of(column: pa.Array | pa.ChunkedArray) -> list[dict[str, list[Any]]]:
-    """The ``operations`` column's rows as label → [category, ns, calls]: what a report sums, without
+def operations_of(texts: pa.Array | pa.ChunkedArray) -> list[dict[str, list[Any]]]:
+    """Rows of the ``operations`` column as label → [category, ns, calls]: what a report sums, without
     the tuples a ``TaskResult`` holds."""
-    return [orjson.loads(text) for text in column.to_pylist()]
+    return [orjson.loads(text) for text in texts.to_pylist()]
 
 
 def results_table(results: Sequence[TaskResult], services: Sequence[list[str]]) -> pa.Table:

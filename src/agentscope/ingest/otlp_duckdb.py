@@ -40,7 +40,7 @@ from agentscope import attributes as A
 from agentscope.classify import FIRST_TOKEN_EVENTS, PEER_FIELD_KEYS, aliases_sql, kind_sql
 from agentscope.ingest.otlp import SPAN_KINDS, STATUS
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
-from agentscope.store.arrays import int64_array
+from agentscope.store import arrays
 from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
 from agentscope.store.store import connect, is_interrupt
 
@@ -402,7 +402,7 @@ def parse_blocks(
         with _streamed(con, lines_read, query(keep_content)) as result:
             pending: list[pa.RecordBatch] = []
             for batch in result:
-                line = _int64_values(batch.column(0))
+                line = arrays.numbers(batch.column(0))
                 start = 0
                 while len(line) and line[-1] >= fed[0].end:
                     cut = bisect_left(line, fed[0].end)
@@ -444,7 +444,7 @@ def _taken(item: _Fed, table: pa.Table) -> Parsed:
     untaken = _untaken(table, item.numbers)
     if untaken:  # a filter copies every column, so a block whose lines are all taken skips it
         table = table.filter(
-            pc.invert(pc.is_in(table.column("line"), value_set=int64_array(array("q", sorted(untaken)))))
+            pc.invert(pc.is_in(table.column("line"), value_set=arrays.column(sorted(untaken), pa.int64())))
         )
     rows = table.select(list(COLUMN_NAMES)).cast(ARROW_SCHEMA)
     return Parsed(
@@ -507,17 +507,11 @@ def _lines_table(numbers: list[int], texts: list[bytes], joined: bytes) -> pa.Ta
     offsets.extend(accumulate(map(len, texts)))
     text = pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets), pa.py_buffer(joined))
     text.validate(full=True)
-    table = pa.table({"line": int64_array(array("q", numbers)), "text": text})
+    table = pa.table({"line": arrays.column(numbers, pa.int64()), "text": text})
     per_batch = max(1, len(texts) * BATCH_BYTES // max(1, offsets[-1]))
     if per_batch * SHORT_LINES_MAX_BATCHES >= VECTOR_ROWS:
         per_batch = max(per_batch, VECTOR_ROWS)
     return pa.Table.from_batches(table.to_batches(max_chunksize=per_batch), schema=table.schema)
-
-
-def _int64_values(column: pa.Array) -> memoryview:
-    """An int64 column's values, read in place: its ``to_numpy`` would first import pandas (0.4 s), and
-    so would comparing it with an Arrow scalar."""
-    return memoryview(column.buffers()[1]).cast("q")[column.offset : column.offset + len(column)]
 
 
 def _utf8(line: bytes) -> bool:
