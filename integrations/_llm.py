@@ -1,16 +1,19 @@
-"""What the LLM-SDK integrations share: the provider of a base URL, and server timings in any dialect.
+"""What the LLM-SDK integrations share: a base URL's provider, and usage and server timings in any dialect.
 
 Providers report their own timings in different places and units (FACTS §3);
-:func:`server_timings` reads all of them from a response body (a dict or an SDK
-model) and headers, and returns milliseconds.
+:func:`response_attributes` reads all of them from a response body (a dict or
+an SDK model) and headers, in milliseconds.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import urlparse
+
+from agentscope import attributes as A
 
 PROVIDERS = {
     "api.openai.com": "openai",
@@ -42,34 +45,49 @@ def provider_for(base_url: Any) -> str:
     return _provider_for_url(str(base_url))
 
 
-def get(obj: Any, *path: str) -> Any:
-    """``obj.a.b`` or ``obj["a"]["b"]``, whichever the object is; None when absent.
+class _Attributes:
+    """An object read as a mapping of its attributes (properties included)."""
 
-    SDK response models are pydantic models: their fields are read from
-    ``__dict__`` and the provider's extra fields from ``__pydantic_extra__``, so
-    a missing key costs a dict lookup, not a raised AttributeError.  Plain dicts
-    and models are tried before the ``Mapping`` ABC, whose isinstance check is
-    the slowest step on the per-call path.
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def get(self, key: str) -> Any:
+        return getattr(self.obj, key, None)
+
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def fields_of(obj: Any) -> Mapping[str, Any]:
+    """``obj``'s fields as a mapping to read with ``.get``, whichever kind of object it is.
+
+    SDK response models are pydantic models: their fields are in ``__dict__`` and
+    the provider's extra fields in ``__pydantic_extra__``, so a field is a dict
+    lookup and a missing one costs no raised AttributeError.  Several fields of
+    one model are read through one mapping.  Plain dicts and models are tried
+    before the ``Mapping`` ABC, whose isinstance check is the slowest step on the
+    per-call path.
     """
+    if type(obj) is dict:
+        return obj
+    if obj is None:
+        return _EMPTY
+    fields = getattr(obj, "__dict__", None)
+    if fields is not None:
+        extra = getattr(obj, "__pydantic_extra__", None)
+        if isinstance(extra, dict):
+            return {**fields, **extra} if extra else fields
+        if hasattr(type(obj), "model_fields"):
+            return fields
+    return obj if isinstance(obj, Mapping) else _Attributes(obj)
+
+
+def get(obj: Any, *path: str) -> Any:
+    """``obj.a.b`` or ``obj["a"]["b"]``, whichever the object is; None when absent."""
     for key in path:
-        if obj is None:
-            return None
-        if type(obj) is dict:
-            obj = obj.get(key)
-            continue
-        fields = getattr(obj, "__dict__", None)
-        if fields is not None:
-            if key in fields:
-                obj = fields[key]
-                continue
-            extra = getattr(obj, "__pydantic_extra__", None)
-            if isinstance(extra, dict):
-                obj = extra.get(key)
-                continue
-            if hasattr(type(obj), "model_fields"):
-                obj = None
-                continue
-        obj = obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
+        obj = fields_of(obj).get(key)
     return obj
 
 
@@ -78,7 +96,7 @@ def _number(value: Any) -> float | None:
         return None
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, str):
+    if isinstance(value, (str, bytes)):
         try:
             return float(value)
         except ValueError:
@@ -91,50 +109,107 @@ def _scaled(value: Any, to_ms: float) -> float | None:
     return None if number is None else number * to_ms
 
 
-def server_timings(body: Any, headers: Mapping[str, str] | None = None) -> dict[str, float]:
-    """Queue, prefill, decode and total server time (ms) from whatever the provider returned.
+def _count(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) else None
 
-    Timings in the body win; the headers (TGI's, ``openai-processing-ms``) are
-    read only when the body has none.
+
+def response_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
+    """Token usage, server timings (ms) and the response model of a response, as span attributes.
+
+    Usage comes in the OpenAI, Responses or Anthropic shapes; timings in any
+    provider's dialect.  Timings in the body win; the headers (TGI's,
+    ``openai-processing-ms``) are read only when the body has none.  Every LLM
+    call pays for this, so each model is read through one mapping, once.
     """
-    found = _body_timings(body) if body is not None else {}
-    if headers and not found:
-        # SDK headers are case-insensitive mappings; plain dicts are expected in lower case.
-        queue, inference = headers.get("x-queue-time"), headers.get("x-inference-time")
-        if queue is not None or inference is not None:  # Hugging Face TGI, ms
-            found = {"queue_ms": _number(queue), "total_ms": _number(inference)}
-        else:
-            found = {"total_ms": _number(headers.get("openai-processing-ms"))}
+    fields = fields_of(body)
+    groq = fields.get("x_groq")
+    groq_usage = fields_of(fields_of(groq).get("usage")) if groq is not None else _EMPTY
+    usage = fields.get("usage")
+    usage = fields_of(usage) if usage else groq_usage
+    field = usage.get
+    inputs = field("prompt_tokens")
+    if inputs is None:
+        inputs = field("input_tokens")
+    outputs = field("completion_tokens")
+    if outputs is None:
+        outputs = field("output_tokens")
+    cached = get(field("prompt_tokens_details"), "cached_tokens")
+    if cached is None:
+        cached = get(field("input_tokens_details"), "cached_tokens")
+    if cached is None:
+        cached = field("cache_read_input_tokens")
+    found = {
+        A.GEN_AI_USAGE_INPUT_TOKENS: _count(inputs),
+        A.GEN_AI_USAGE_OUTPUT_TOKENS: _count(outputs),
+        A.GEN_AI_USAGE_CACHED_INPUT_TOKENS: _count(cached),
+    }
+    timings = {} if _schema_only(body) else _body_timings(fields, groq_usage or usage)
+    if headers and not timings:
+        timings = header_timings(headers)
+    found.update(timings)
+    model = fields.get("model")
+    if isinstance(model, str):
+        found[A.GEN_AI_RESPONSE_MODEL] = model
     return {key: value for key, value in found.items() if value is not None}
 
 
-def _body_timings(body: Any) -> dict[str, float | None]:
-    if _schema_only(body):
-        return {}
-    usage = get(body, "x_groq", "usage") or get(body, "usage")
-    if get(usage, "queue_time") is not None or get(usage, "prompt_time") is not None:  # Groq, seconds
+def header_timings(headers: Any) -> dict[str, float | None]:
+    """Hugging Face TGI's queue and inference time, or ``openai-processing-ms``, as span attributes (ms).
+
+    An httpx ``Headers`` (what both SDKs return) is read as one dict of its raw
+    list, where each of its own lookups would scan every header (names are
+    lower-cased first when a server sent them in other case).  Plain dicts are
+    expected in lower case.
+    """
+    raw = getattr(headers, "raw", None)
+    if type(raw) is list:
+        values = dict(raw)
+        names = b"".join(values)
+        if names != names.lower():  # a server that sends names in other case
+            values = {key.lower(): value for key, value in raw}
+        get = values.get
+        queue, inference, processing = (
+            get(b"x-queue-time"),
+            get(b"x-inference-time"),
+            get(b"openai-processing-ms"),
+        )
+    else:
+        get = headers.get
+        queue, inference, processing = (
+            get("x-queue-time"),
+            get("x-inference-time"),
+            get("openai-processing-ms"),
+        )
+    if queue is not None or inference is not None:  # Hugging Face TGI, ms
+        return {A.SERVER_QUEUE_MS: _number(queue), A.SERVER_TOTAL_MS: _number(inference)}
+    return {A.SERVER_TOTAL_MS: _number(processing)}
+
+
+def _body_timings(fields: Mapping[str, Any], usage: Mapping[str, Any]) -> dict[str, float | None]:
+    """The timings in a response body's ``fields`` (its ``usage``, or Groq's ``x_groq.usage``, read)."""
+    if usage.get("queue_time") is not None or usage.get("prompt_time") is not None:  # Groq, seconds
         return _seconds(usage)
-    info = get(body, "time_info")
+    info = fields.get("time_info")
     if info is not None:  # Cerebras, seconds
-        return _seconds(info)
-    metrics = get(body, "metrics")
-    if get(metrics, "queue_time_ms") is not None:  # vLLM per-request metrics, ms
+        return _seconds(fields_of(info))
+    metrics = fields_of(fields.get("metrics"))
+    if metrics.get("queue_time_ms") is not None:  # vLLM per-request metrics, ms
         return {
-            "queue_ms": _number(get(metrics, "queue_time_ms")),
-            "prefill_ms": _number(get(metrics, "time_to_first_token_ms")),
-            "decode_ms": _number(get(metrics, "generation_time_ms")),
+            A.SERVER_QUEUE_MS: _number(metrics.get("queue_time_ms")),
+            A.SERVER_PREFILL_MS: _number(metrics.get("time_to_first_token_ms")),
+            A.SERVER_DECODE_MS: _number(metrics.get("generation_time_ms")),
         }
-    timings = get(body, "timings")
-    if get(timings, "prompt_ms") is not None:  # llama.cpp, ms
+    timings = fields_of(fields.get("timings"))
+    if timings.get("prompt_ms") is not None:  # llama.cpp, ms
         return {
-            "prefill_ms": _number(get(timings, "prompt_ms")),
-            "decode_ms": _number(get(timings, "predicted_ms")),
+            A.SERVER_PREFILL_MS: _number(timings.get("prompt_ms")),
+            A.SERVER_DECODE_MS: _number(timings.get("predicted_ms")),
         }
-    if get(body, "eval_duration") is not None:  # Ollama native API, ns
+    if fields.get("eval_duration") is not None:  # Ollama native API, ns
         return {
-            "queue_ms": _scaled(get(body, "load_duration"), 1e-6),
-            "prefill_ms": _scaled(get(body, "prompt_eval_duration"), 1e-6),
-            "decode_ms": _scaled(get(body, "eval_duration"), 1e-6),
+            A.SERVER_QUEUE_MS: _scaled(fields.get("load_duration"), 1e-6),
+            A.SERVER_PREFILL_MS: _scaled(fields.get("prompt_eval_duration"), 1e-6),
+            A.SERVER_DECODE_MS: _scaled(fields.get("eval_duration"), 1e-6),
         }
     return {}
 
@@ -154,30 +229,10 @@ def _schema_only(body: Any) -> bool:
     return usage is None or not getattr(usage, "__pydantic_extra__", True)
 
 
-def _seconds(times: Any) -> dict[str, float | None]:
+def _seconds(times: Mapping[str, Any]) -> dict[str, float | None]:
     """Groq's and Cerebras' ``queue_time``/``prompt_time``/``completion_time`` (seconds) in ms."""
     return {
-        "queue_ms": _scaled(get(times, "queue_time"), 1000),
-        "prefill_ms": _scaled(get(times, "prompt_time"), 1000),
-        "decode_ms": _scaled(get(times, "completion_time"), 1000),
+        A.SERVER_QUEUE_MS: _scaled(times.get("queue_time"), 1000),
+        A.SERVER_PREFILL_MS: _scaled(times.get("prompt_time"), 1000),
+        A.SERVER_DECODE_MS: _scaled(times.get("completion_time"), 1000),
     }
-
-
-def usage_counts(body: Any) -> dict[str, int]:
-    """Input, output and cached input tokens in the OpenAI, Responses or Anthropic shapes."""
-    usage = get(body, "usage") or get(body, "x_groq", "usage")
-    if usage is None:
-        return {}
-    inputs = get(usage, "prompt_tokens")
-    if inputs is None:
-        inputs = get(usage, "input_tokens")
-    outputs = get(usage, "completion_tokens")
-    if outputs is None:
-        outputs = get(usage, "output_tokens")
-    cached = get(usage, "prompt_tokens_details", "cached_tokens")
-    if cached is None:
-        cached = get(usage, "input_tokens_details", "cached_tokens")
-    if cached is None:
-        cached = get(usage, "cache_read_input_tokens")
-    out = {"input_tokens": inputs, "output_tokens": outputs, "cached_tokens": cached}
-    return {key: int(value) for key, value in out.items() if isinstance(value, (int, float))}

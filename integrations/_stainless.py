@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import wrapt
-from agentscope.integrations._llm import get, provider_for, server_timings, usage_counts
+from agentscope.integrations._llm import header_timings, provider_for, response_attributes
 from opentelemetry import baggage, propagate, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
@@ -33,29 +33,51 @@ from agentscope.sdk.clock import now_ns
 from agentscope.sdk.recording import LLMCall, Recording, clean_attributes, start, with_kind
 
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agentscope_llm_sdk_call", default=None)
-_PROVIDERS: weakref.WeakKeyDictionary[Any, tuple[Any, str]] = weakref.WeakKeyDictionary()
-"""Client → (the base URL its provider was read from, or None when set by hand; the provider)."""
+_PROVIDERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+"""Client → the provider set by hand (:func:`set_provider`)."""
+_BY_URL: dict[int, tuple[Any, str]] = {}
+"""``id`` of a client's base URL → (that URL, kept so the id stays its own; the provider read from it)."""
 _PROXY = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 """What every wrapt wrapper is an instance of (wrapt 2 split it from ObjectProxy)."""
 
 
 def set_provider(client: Any, provider: str) -> None:
     """Report ``provider`` for calls made with this client, whatever its base URL."""
-    _PROVIDERS[client] = (None, provider)
+    _PROVIDERS[client] = provider
+
+
+def _base_url(client: Any) -> Any:
+    """The client's base URL, read from the field the SDK keeps it in (``_base_url``, or openai 3's
+    ``_configured_base_url``) where it has one: openai 3's ``base_url`` property runs an import."""
+    fields = getattr(client, "__dict__", None) or {}
+    url = fields.get("_base_url") or fields.get("_configured_base_url")
+    if url is None:
+        url = getattr(client, "_base_url", None) or getattr(client, "base_url", "")
+    return url
 
 
 def _provider(client: Any) -> str:
-    """The provider of a client's calls: set by hand, or read from its base URL (cached per URL)."""
-    url = getattr(client, "_base_url", None) or getattr(client, "base_url", "")
-    try:
-        known = _PROVIDERS.get(client)
-        if known is not None and (known[0] is None or known[0] is url):
-            return known[1]
-        provider = provider_for(url)
-        _PROVIDERS[client] = (url, provider)
-        return provider
-    except TypeError:  # a client that cannot be weakly referenced
-        return provider_for(url)
+    """The provider of a client's calls: set by hand, or read from its base URL.
+
+    Every call asks, so the answer is cached by the URL object itself: a client
+    whose base URL is replaced is read again.
+    """
+    if _PROVIDERS.data:
+        try:
+            known = _PROVIDERS.get(client)
+            if known is not None:
+                return known
+        except TypeError:  # a client that cannot be weakly referenced
+            pass
+    url = _base_url(client)
+    cached = _BY_URL.get(id(url))
+    if cached is not None and cached[0] is url:
+        return cached[1]
+    provider = provider_for(url)
+    if len(_BY_URL) >= 256:
+        _BY_URL.clear()
+    _BY_URL[id(url)] = (url, provider)
+    return provider
 
 
 @dataclass(frozen=True)
@@ -169,30 +191,6 @@ def _open(
     return rec, rec.llm if rec is not None else None
 
 
-_TIMING_KEYS = {
-    "queue_ms": A.SERVER_QUEUE_MS,
-    "prefill_ms": A.SERVER_PREFILL_MS,
-    "decode_ms": A.SERVER_DECODE_MS,
-    "total_ms": A.SERVER_TOTAL_MS,
-}
-_USAGE_KEYS = {
-    "input_tokens": A.GEN_AI_USAGE_INPUT_TOKENS,
-    "output_tokens": A.GEN_AI_USAGE_OUTPUT_TOKENS,
-    "cached_tokens": A.GEN_AI_USAGE_CACHED_INPUT_TOKENS,
-}
-
-
-def result_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
-    """Usage, server timings and the response model of ``body``, as span attributes."""
-    values: dict[str, Any] = {_USAGE_KEYS[k]: v for k, v in usage_counts(body).items()}
-    for key, value in server_timings(body, headers).items():
-        values[_TIMING_KEYS[key]] = value
-    model = get(body, "model")
-    if isinstance(model, str):
-        values[A.GEN_AI_RESPONSE_MODEL] = model
-    return values
-
-
 def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: Dialect) -> _Call | None:
     """The call's bookkeeping, its span open and current; None (the call runs untouched) if opening its
     span failed."""
@@ -250,7 +248,7 @@ def _after(result: Any, state: _Call) -> Any:
             tracked = StreamState(rec, call, state, time.perf_counter_ns() - state.t0, state.cpu0, dialect)
             return proxy_type(result, tracked)
         body = result.parse() if isinstance(result, dialect.raw_responses) else result
-        values = result_attributes(body, state.headers)
+        values = response_attributes(body, state.headers)
     except Exception as exc:
         report(f"recording a {dialect.library} response", exc)
     if rec is not None:
@@ -333,7 +331,7 @@ class StreamState:
         }
         try:
             for body in self.bodies:
-                extra.update(result_attributes(body, self.state.headers))
+                extra.update(response_attributes(body, self.state.headers))
         except Exception as exc:
             report(f"recording a {self.dialect.library} stream", exc)
         if self.rec is not None:
@@ -483,18 +481,19 @@ def _default_propagators(textmap: Any) -> bool:
     return _DEFAULT_PROPAGATORS[1]
 
 
-def trace_headers() -> dict[str, str]:
+def trace_headers(span: trace.Span | None = None) -> dict[str, str]:
     """The current context as propagation headers, through the configured propagators.
 
     OpenTelemetry's default pair, with no baggage set, is formatted here directly: the same
     ``traceparent`` (and ``tracestate``) at a fifth of the cost of a trip through the propagators.
+    ``span`` is the current span, where the caller holds it.
     """
     textmap = propagate.get_global_textmap()
     if not _default_propagators(textmap) or baggage.get_all():
         headers: dict[str, str] = {}
         textmap.inject(headers)
         return headers
-    context = trace.get_current_span().get_span_context()
+    context = (span or trace.get_current_span()).get_span_context()
     if not context.is_valid:
         return {}
     headers = {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"}
@@ -513,7 +512,7 @@ def attempt_begins(request: Any) -> _Call | None:
     state.request = request
     try:
         if state.trace_headers is None:
-            state.trace_headers = trace_headers()
+            state.trace_headers = trace_headers(state.rec.span if state.rec is not None else None)
         for key, value in state.trace_headers.items():
             request.headers[key] = value
     except Exception as exc:
@@ -530,8 +529,7 @@ def attempt_ends(state: _Call | None, response: Any) -> None:
         return
     peer = _peer_span(state.peer_scopes)
     if peer is not None and state.headers is not None:
-        timings = server_timings(None, state.headers)
-        LLMCall(peer, 0).server_timing(**timings)
+        LLMCall(peer, 0).set_attributes(header_timings(state.headers))
 
 
 def send_sync(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:

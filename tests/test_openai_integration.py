@@ -51,7 +51,49 @@ def test_non_streamed_call_has_usage_and_groq_timings(instrumented, sim):
     assert a[A.SERVER_DECODE_MS] == pytest.approx(8 / 400 * 1000)
     assert (span.end_time - span.start_time) / 1e6 >= 10 + 30 + 20
     assert "sk-secret" not in repr(dict(a))
-    assert sim.seen_headers[-1]["traceparent"].split("-")[1] == format(span.context.trace_id, "032x")
+    _, trace_id, parent_id, _ = sim.seen_headers[-1]["traceparent"].split("-")
+    assert (trace_id, parent_id) == (
+        format(span.context.trace_id, "032x"),
+        format(span.context.span_id, "016x"),
+    )
+
+
+def test_the_provider_follows_a_base_url_replaced_on_the_client(instrumented, sim):
+    from agentscope.integrations.openai import set_provider
+
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    client.chat.completions.create(model="m", messages=MESSAGES)
+    client.base_url = sim.base_url.replace("127.0.0.1", "localhost")
+    client.chat.completions.create(model="m", messages=MESSAGES)
+    set_provider(client, "our-gateway")
+    client.chat.completions.create(model="m", messages=MESSAGES)
+    other = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    other.chat.completions.create(model="m", messages=MESSAGES)
+    providers = [s.attributes[A.GEN_AI_PROVIDER_NAME] for s in llm_spans(instrumented)]
+    assert providers == ["local", "local", "our-gateway", "local"]
+
+
+@pytest.mark.parametrize(
+    "headers, expected",
+    [
+        ({"OpenAI-Processing-Ms": "17"}, {A.SERVER_TOTAL_MS: 17.0}),
+        (
+            {"openai-processing-ms": "17", "X-Queue-Time": "4", "x-inference-time": "9"},
+            {A.SERVER_QUEUE_MS: 4.0, A.SERVER_TOTAL_MS: 9.0},
+        ),
+        ({"server": "uvicorn"}, {}),
+    ],
+)
+def test_timing_headers_are_read_whatever_their_case(headers, expected):
+    """An SDK's headers are read as one dict of their raw list, so the names' case must not matter;
+    TGI's headers win over ``openai-processing-ms``, as in a search of each name."""
+    import httpx
+    from agentscope.integrations._llm import response_attributes
+
+    got = response_attributes({"model": "m"}, httpx.Response(200, headers=headers).headers)
+    assert {k: v for k, v in got.items() if k != A.GEN_AI_RESPONSE_MODEL} == expected
+    lower = {key.lower(): value for key, value in headers.items()}
+    assert {k: v for k, v in response_attributes({}, lower).items()} == expected
 
 
 def test_openai_processing_ms_header_is_total_server_time(instrumented):
