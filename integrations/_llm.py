@@ -92,6 +92,9 @@ def get(obj: Any, *path: str) -> Any:
 
 
 def _number(value: Any) -> float | None:
+    kind = type(value)
+    if kind is float or kind is int:  # what a parsed body holds: checked first, as every call reads some
+        return float(value)
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -105,12 +108,13 @@ def _number(value: Any) -> float | None:
 
 
 def _scaled(value: Any, to_ms: float) -> float | None:
-    number = _number(value)
+    number = value if type(value) is float else _number(value)
     return None if number is None else number * to_ms
 
 
-def _count(value: Any) -> int | None:
-    return int(value) if isinstance(value, (int, float)) else None
+def _cached(details: Any) -> Any:
+    """``cached_tokens`` of a usage's ``*_tokens_details``, which is mostly absent."""
+    return None if details is None else get(details, "cached_tokens")
 
 
 def response_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
@@ -123,7 +127,8 @@ def response_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
     """
     fields = fields_of(body)
     groq = fields.get("x_groq")
-    groq_usage = fields_of(fields_of(groq).get("usage")) if groq is not None else _EMPTY
+    groq_usage = None if groq is None else fields_of(groq).get("usage")
+    groq_usage = _EMPTY if groq_usage is None else fields_of(groq_usage)
     usage = fields.get("usage")
     usage = fields_of(usage) if usage else groq_usage
     field = usage.get
@@ -133,24 +138,30 @@ def response_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
     outputs = field("completion_tokens")
     if outputs is None:
         outputs = field("output_tokens")
-    cached = get(field("prompt_tokens_details"), "cached_tokens")
+    cached = _cached(field("prompt_tokens_details"))
     if cached is None:
-        cached = get(field("input_tokens_details"), "cached_tokens")
+        cached = _cached(field("input_tokens_details"))
     if cached is None:
         cached = field("cache_read_input_tokens")
     found = {
-        A.GEN_AI_USAGE_INPUT_TOKENS: _count(inputs),
-        A.GEN_AI_USAGE_OUTPUT_TOKENS: _count(outputs),
-        A.GEN_AI_USAGE_CACHED_INPUT_TOKENS: _count(cached),
+        key: int(value)
+        for key, value in (
+            (A.GEN_AI_USAGE_INPUT_TOKENS, inputs),
+            (A.GEN_AI_USAGE_OUTPUT_TOKENS, outputs),
+            (A.GEN_AI_USAGE_CACHED_INPUT_TOKENS, cached),
+        )
+        if isinstance(value, (int, float))
     }
     timings = {} if _schema_only(body) else _body_timings(fields, groq_usage or usage)
     if headers and not timings:
         timings = header_timings(headers)
-    found.update(timings)
+    for key, value in timings.items():
+        if value is not None:
+            found[key] = value
     model = fields.get("model")
     if isinstance(model, str):
         found[A.GEN_AI_RESPONSE_MODEL] = model
-    return {key: value for key, value in found.items() if value is not None}
+    return found
 
 
 def header_timings(headers: Any) -> dict[str, float | None]:

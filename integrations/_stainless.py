@@ -108,11 +108,8 @@ class _Call:
         "dialect",
         "headers",
         "kwargs",
-        "own_span",
-        "peer_scopes",
         "rec",
         "request",
-        "status",
         "t0",
         "token",
         "trace_headers",
@@ -120,11 +117,8 @@ class _Call:
 
     def __init__(self, rec: Recording | None, call: LLMCall | None, dialect: Dialect, kwargs: dict) -> None:
         self.rec, self.call, self.dialect, self.kwargs = rec, call, dialect, kwargs
-        self.own_span = rec is not None
-        self.peer_scopes = dialect.peer_scopes
         self.attempt_start = 0
         self.headers: Any = None
-        self.status: int | None = None
         self.request: Any = None
         """The attempt's request; its method and host are read only if the attempt fails."""
         self.trace_headers: dict[str, str] | None = None
@@ -141,20 +135,38 @@ class _Call:
         _CALL.reset(self.token)
 
     def returned(self, result: Any) -> Any:
+        """Finish a non-streamed call, or hand a stream to a proxy that finishes it later."""
         _CALL.reset(self.token)
-        if self.rec is not None:
-            self.rec.exit()
-        return _after(result, self)
+        call, rec, dialect = self.call, self.rec, self.dialect
+        if rec is not None:
+            rec.exit()
+        if call is None:
+            return result
+        values = None
+        try:
+            if self.kwargs.get("stream"):
+                proxy_type = _AsyncStream if hasattr(result, "__aiter__") else _Stream
+                tracked = StreamState(rec, call, self, time.perf_counter_ns() - self.t0, self.cpu0, dialect)
+                return proxy_type(result, tracked)
+            body = result.parse() if isinstance(result, dialect.raw_responses) else result
+            values = response_attributes(body, self.headers)
+        except Exception as exc:
+            report(f"recording a {dialect.library} response", exc)
+        if rec is not None:
+            rec.finish(None, time.thread_time_ns() - self.cpu0, values)
+        elif values:
+            call.set_attributes(values)
+        return result
 
 
 def _peer_span(scopes: tuple[str, ...]) -> trace.Span | None:
     """The current span if a peer instrumentation made it for this very call."""
     span = trace.get_current_span()
+    if not scopes or not span.is_recording():
+        return None
     scope = getattr(span, "instrumentation_scope", None)
     name = getattr(scope, "name", "") or ""
-    if scopes and span.is_recording() and name.startswith(scopes):
-        return span
-    return None
+    return span if name.startswith(scopes) else None
 
 
 def _peer_inside(wrapped: Any, instance: Any) -> bool:
@@ -173,29 +185,22 @@ def _prepared(operation: str, model: Any, provider: str) -> tuple[str, dict[str,
     return (f"{operation} {model}" if model else operation), with_kind("llm", attributes)
 
 
-def _open(
-    wrapped: Any, instance: Any, kwargs: dict[str, Any], operation: str, dialect: Dialect
-) -> tuple[Recording | None, LLMCall | None]:
-    if dialect.skip_span or _peer_inside(wrapped, instance):
-        return None, None
-    client = getattr(instance, "_client", None)
-    model = kwargs.get("model")
-    model = model if model is None or isinstance(model, str) else str(model)
-    provider = _provider(client)
-    name, attributes = _prepared(operation, model, provider)
-    peer = _peer_span(dialect.peer_scopes)
-    if peer is not None:
-        peer.set_attributes(attributes)
-        return None, LLMCall(peer, getattr(peer, "start_time", now_ns()))
-    rec = start(name, "llm", attributes)
-    return rec, rec.llm if rec is not None else None
-
-
 def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: Dialect) -> _Call | None:
     """The call's bookkeeping, its span open and current; None (the call runs untouched) if opening its
     span failed."""
+    rec, call = None, None
     try:
-        rec, call = _open(wrapped, instance, kwargs, operation, dialect)
+        if not (dialect.skip_span or _peer_inside(wrapped, instance)):
+            model = kwargs.get("model")
+            model = model if model is None or isinstance(model, str) else str(model)
+            name, attributes = _prepared(operation, model, _provider(getattr(instance, "_client", None)))
+            peer = _peer_span(dialect.peer_scopes)
+            if peer is not None:
+                peer.set_attributes(attributes)
+                call = LLMCall(peer, getattr(peer, "start_time", now_ns()))
+            else:
+                rec = start(name, "llm", attributes)
+                call = rec.llm if rec is not None else None
     except Exception as exc:
         report(f"opening a {dialect.library} span", exc)
         return None
@@ -234,28 +239,6 @@ def call_async(operation: str, dialect: Dialect) -> Callable[..., Any]:
         return scope.returned(result)
 
     return wrapper
-
-
-def _after(result: Any, state: _Call) -> Any:
-    """Finish a non-streamed call, or hand a stream to a proxy that finishes it later."""
-    call, rec, dialect = state.call, state.rec, state.dialect
-    if call is None:
-        return result
-    values = None
-    try:
-        if state.kwargs.get("stream"):
-            proxy_type = _AsyncStream if hasattr(result, "__aiter__") else _Stream
-            tracked = StreamState(rec, call, state, time.perf_counter_ns() - state.t0, state.cpu0, dialect)
-            return proxy_type(result, tracked)
-        body = result.parse() if isinstance(result, dialect.raw_responses) else result
-        values = response_attributes(body, state.headers)
-    except Exception as exc:
-        report(f"recording a {dialect.library} response", exc)
-    if rec is not None:
-        rec.finish(None, time.thread_time_ns() - state.cpu0, values)
-    elif values:
-        call.set_attributes(values)
-    return result
 
 
 class StreamState:
@@ -524,10 +507,9 @@ def attempt_ends(state: _Call | None, response: Any) -> None:
     if state is None or response is None:
         return
     state.headers = getattr(response, "headers", None)
-    state.status = getattr(response, "status_code", None)
-    if state.own_span:
+    if state.rec is not None:
         return
-    peer = _peer_span(state.peer_scopes)
+    peer = _peer_span(state.dialect.peer_scopes)
     if peer is not None and state.headers is not None:
         LLMCall(peer, 0).set_attributes(header_timings(state.headers))
 
