@@ -1,6 +1,7 @@
 """Cost of the openai and anthropic integrations: client-side CPU per call and per streamed chunk.
 
     python benchmarks/openai_overhead.py [--sdk openai|anthropic] [--rounds 60] [--calls 10] [--streams 2]
+                                         [--public-host]
 
 The real SDK calls a simulated provider (in its own process) on loopback with
 no added latency.  The cases: the uninstrumented SDK; agentscope's
@@ -15,6 +16,12 @@ interrupt landing in one case does not move the medians.  Spans go to a batch
 processor that drops them.  CPU is the calling thread's, so neither the server
 nor the export thread is counted.  Per streamed chunk: a streamed call's extra
 CPU, less a call's fixed extra, over its chunks.
+
+The client calls a loopback server, which agentscope sends ``traceparent`` (a
+self-hosted vLLM or SGLang joins the call's trace through it).  With
+``--public-host`` it calls the public API's host name instead (api.openai.com or
+api.anthropic.com), which agentscope sends no ``traceparent``; a transport routes
+those requests to the same simulated provider, in every case alike.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import anthropic
+import httpx2
 import openai
 from agentscope.integrations.anthropic import AnthropicInstrumentor
 from agentscope.integrations.openai import OpenAIInstrumentor
@@ -60,6 +68,21 @@ END_ATTRIBUTES = {
 FLOOR = "bare OTel span around the call, made current (floor)"
 """The reference of the ratio: FACTS §1's raw OTel span (``start_as_current_span``), which is what any
 instrumentation whose attempt and retry spans nest under the call must at least do."""
+
+
+PUBLIC_HOSTS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+
+
+class ToLoopback(httpx2.HTTPTransport):
+    """Sends every request to the simulated provider on loopback, whatever host the client names."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=self.port)
+        return super().handle_request(request)
 
 
 class DropExporter(SpanExporter):
@@ -124,6 +147,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=10, help="non-streamed calls per case and round")
     parser.add_argument("--streams", type=int, default=2, help="streamed calls per case and round")
     parser.add_argument("--sdk", choices=("openai", "anthropic"), default="openai")
+    parser.add_argument(
+        "--public-host", action="store_true", help="call the public API's host name (no traceparent is sent)"
+    )
     args = parser.parse_args()
     port = free_port()
     server = subprocess.Popen(
@@ -133,11 +159,15 @@ def main() -> None:
     )
     server.stdout.readline()
     ags.init(store=None, instrument=False, span_processors=[BatchSpanProcessor(DropExporter())])
+    local = {"openai": f"http://127.0.0.1:{port}/v1", "anthropic": f"http://127.0.0.1:{port}"}[args.sdk]
+    where = {"base_url": local}
+    if args.public_host:
+        where = {"base_url": PUBLIC_HOSTS[args.sdk], "http_client": httpx2.Client(transport=ToLoopback(port))}
     if args.sdk == "anthropic":
-        client = anthropic.Anthropic(base_url=f"http://127.0.0.1:{port}", api_key="k")
+        client = anthropic.Anthropic(api_key="k", **where)
         resource = client.messages
     else:
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k")
+        client = openai.OpenAI(api_key="k", **where)
         resource = client.chat.completions
 
     def call() -> None:  # the method is looked up at each call, as an app does: a patch applies at once
@@ -170,7 +200,8 @@ def main() -> None:
     chunks = CHUNKS + 2
     print(
         f"Client-side CPU (calling thread), median per call over {args.rounds} rounds "
-        f"({args.rounds * args.calls} calls and {args.rounds * args.streams} streams per case)"
+        f"({args.rounds * args.calls} calls and {args.rounds * args.streams} streams per case), "
+        f"to {where['base_url']}"
     )
     floor = statistics.median(calls[FLOOR]) - base_call
     header = f"| case | call (µs) | added (µs) | added | × floor | streamed, {chunks} chunks (µs) |"

@@ -27,12 +27,20 @@ PROVIDERS = {
     "generativelanguage.googleapis.com": "gcp.gemini",
 }
 """Host → ``gen_ai.provider.name``; extend it for your own gateways."""
+PUBLIC_APIS = frozenset(PROVIDERS)
+"""Hosts of public APIs, which record no spans a caller could join: no ``traceparent`` is sent to
+them, which would cost every call a header and hand the caller's trace ids to a third party."""
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
 @functools.lru_cache(maxsize=256)
-def _provider_for_url(url: str) -> str:
-    host = (urlparse(url).hostname or "").lower()
+def _host(url: str) -> str:
+    return (urlparse(url).hostname or "").lower()
+
+
+def provider_for(base_url: Any) -> str:
+    """``gen_ai.provider.name`` for a client's base URL (``local`` for loopback servers)."""
+    host = _host(str(base_url))
     if host in PROVIDERS:
         return PROVIDERS[host]
     if host in LOCAL_HOSTS:
@@ -40,9 +48,10 @@ def _provider_for_url(url: str) -> str:
     return host or "unknown"
 
 
-def provider_for(base_url: Any) -> str:
-    """``gen_ai.provider.name`` for a client's base URL (``local`` for loopback servers)."""
-    return _provider_for_url(str(base_url))
+def joins_traces(base_url: Any) -> bool:
+    """Whether the server at ``base_url`` may record its own spans in the caller's trace: a self-hosted
+    vLLM or SGLang, or any host that is not a public API."""
+    return _host(str(base_url)) not in PUBLIC_APIS
 
 
 class _Attributes:

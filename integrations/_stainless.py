@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import wrapt
-from agentscope.integrations._llm import header_timings, provider_for, response_attributes
+from agentscope.integrations._llm import header_timings, joins_traces, provider_for, response_attributes
 from opentelemetry import baggage, propagate, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
@@ -35,8 +35,9 @@ from agentscope.sdk.recording import LLMCall, Recording, clean_attributes, start
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agentscope_llm_sdk_call", default=None)
 _PROVIDERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 """Client → the provider set by hand (:func:`set_provider`)."""
-_BY_URL: dict[int, tuple[Any, str]] = {}
-"""``id`` of a client's base URL → (that URL, kept so the id stays its own; the provider read from it)."""
+_BY_URL: dict[int, tuple[Any, str, bool]] = {}
+"""``id`` of a client's base URL → (that URL, kept so the id stays its own; its provider; whether its
+server joins the caller's trace)."""
 _PROXY = getattr(wrapt, "BaseObjectProxy", wrapt.ObjectProxy)
 """What every wrapt wrapper is an instance of (wrapt 2 split it from ObjectProxy)."""
 
@@ -56,28 +57,25 @@ def _base_url(client: Any) -> Any:
     return url
 
 
-def _provider(client: Any) -> str:
-    """The provider of a client's calls: set by hand, or read from its base URL.
+def _destination(client: Any) -> tuple[str, bool]:
+    """The provider of a client's calls (set by hand, or read from its base URL), and whether its
+    server joins the caller's trace (so ``traceparent`` is sent to it).
 
     Every call asks, so the answer is cached by the URL object itself: a client
     whose base URL is replaced is read again.
     """
-    if _PROVIDERS.data:
-        try:
-            known = _PROVIDERS.get(client)
-            if known is not None:
-                return known
-        except TypeError:  # a client that cannot be weakly referenced
-            pass
     url = _base_url(client)
     cached = _BY_URL.get(id(url))
-    if cached is not None and cached[0] is url:
-        return cached[1]
-    provider = provider_for(url)
-    if len(_BY_URL) >= 256:
-        _BY_URL.clear()
-    _BY_URL[id(url)] = (url, provider)
-    return provider
+    if cached is None or cached[0] is not url:
+        if len(_BY_URL) >= 256:
+            _BY_URL.clear()
+        cached = _BY_URL[id(url)] = (url, provider_for(url), joins_traces(url))
+    if _PROVIDERS.data:
+        try:
+            return _PROVIDERS.get(client, cached[1]), cached[2]
+        except TypeError:  # a client that cannot be weakly referenced
+            pass
+    return cached[1], cached[2]
 
 
 @dataclass(frozen=True)
@@ -115,14 +113,17 @@ class _Call:
         "trace_headers",
     )
 
-    def __init__(self, rec: Recording | None, call: LLMCall | None, dialect: Dialect, kwargs: dict) -> None:
+    def __init__(
+        self, rec: Recording | None, call: LLMCall | None, dialect: Dialect, kwargs: dict, joins: bool
+    ) -> None:
         self.rec, self.call, self.dialect, self.kwargs = rec, call, dialect, kwargs
         self.attempt_start = 0
         self.headers: Any = None
         self.request: Any = None
         """The attempt's request; its method and host are read only if the attempt fails."""
-        self.trace_headers: dict[str, str] | None = None
-        """The call's context as propagation headers (``traceparent`` …), made at its first attempt."""
+        self.trace_headers: dict[str, str] | None = None if joins else {}
+        """The call's context as propagation headers (``traceparent`` …), made at its first attempt;
+        none for a server that does not join the caller's trace."""
         self.token = _CALL.set(self)
         if rec is not None:
             rec.enter()
@@ -190,10 +191,11 @@ def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: D
     span failed."""
     rec, call = None, None
     try:
+        provider, joins = _destination(getattr(instance, "_client", None))
         if not (dialect.skip_span or _peer_inside(wrapped, instance)):
             model = kwargs.get("model")
             model = model if model is None or isinstance(model, str) else str(model)
-            name, attributes = _prepared(operation, model, _provider(getattr(instance, "_client", None)))
+            name, attributes = _prepared(operation, model, provider)
             peer = _peer_span(dialect.peer_scopes)
             if peer is not None:
                 peer.set_attributes(attributes)
@@ -204,7 +206,7 @@ def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: D
     except Exception as exc:
         report(f"opening a {dialect.library} span", exc)
         return None
-    return _Call(rec, call, dialect, kwargs)
+    return _Call(rec, call, dialect, kwargs, joins)
 
 
 def call_sync(operation: str, dialect: Dialect) -> Callable[..., Any]:
@@ -494,9 +496,10 @@ def attempt_begins(request: Any) -> _Call | None:
         return state
     state.request = request
     try:
-        if state.trace_headers is None:
-            state.trace_headers = trace_headers(state.rec.span if state.rec is not None else None)
-        for key, value in state.trace_headers.items():
+        headers = state.trace_headers
+        if headers is None:
+            headers = state.trace_headers = trace_headers(state.rec.span if state.rec is not None else None)
+        for key, value in headers.items():
             request.headers[key] = value
     except Exception as exc:
         report("propagating trace context to the provider", exc)

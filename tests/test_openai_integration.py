@@ -58,6 +58,27 @@ def test_non_streamed_call_has_usage_and_groq_timings(instrumented, sim):
     )
 
 
+def test_a_public_api_is_sent_no_trace_context(instrumented, sim):
+    """A public API records no spans a caller could join: it gets no ``traceparent`` (nor the trace ids
+    in it), while a self-hosted server on any other host does."""
+    import httpx2
+
+    class ToSim(httpx2.HTTPTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            request.url = request.url.copy_with(scheme="http", host="127.0.0.1", port=sim.port)
+            return super().handle_request(request)
+
+    for base_url in ("https://api.openai.com/v1", "https://vllm.internal.example/v1"):
+        client = openai.OpenAI(base_url=base_url, api_key="k", http_client=httpx2.Client(transport=ToSim()))
+        client.chat.completions.create(model="m", messages=MESSAGES)
+    public, own = llm_spans(instrumented)
+    assert public.attributes[A.GEN_AI_PROVIDER_NAME] == "openai" and public.attributes[A.SERVER_QUEUE_MS] > 0
+    assert own.attributes[A.GEN_AI_PROVIDER_NAME] == "vllm.internal.example"
+    sent_public, sent_own = sim.seen_headers[-2:]
+    assert "traceparent" not in sent_public and "tracestate" not in sent_public
+    assert sent_own["traceparent"].split("-")[2] == format(own.context.span_id, "016x")
+
+
 def test_the_provider_follows_a_base_url_replaced_on_the_client(instrumented, sim):
     from agentscope.integrations.openai import set_provider
 
