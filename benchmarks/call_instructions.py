@@ -1,0 +1,153 @@
+"""Instructions per openai call: agentscope against a bare OTel span, counted by callgrind.
+
+    python benchmarks/call_instructions.py [--calls 200]
+
+The timed benchmark (openai_overhead.py) measures CPU time, which on a shared
+two-core machine moves by tens of percent between runs.  Here each case runs in
+its own process under ``valgrind --tool=callgrind``, which counts the
+instructions the process executes: the same code on the same input counts the
+same, whatever else the machine is doing.  A case runs ``--calls`` more calls
+in one process than in another; the difference over ``--calls`` is the cost of
+one call, the interpreter's start and the imports cancelled out.
+
+The real openai SDK builds, sends and parses every request; the HTTP transport
+is an in-process one answering with the simulated provider's Groq-shaped
+completion (usage with Groq's timings, ``x_groq``), so no socket read splits
+differently from one run to the next.  The garbage collector is off while
+counting: when a collection falls would otherwise depend on every allocation
+before it.  Cases: the uninstrumented SDK; agentscope's instrumentation; and
+the floor, a bare OTel span made current around the call with the same
+attributes (openai_overhead.py's).  Each with the client pointed at a
+self-hosted server on loopback (agentscope sends it ``traceparent``) and at a
+public API's host (no ``traceparent``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+CASES = ("uninstrumented", "agentscope", "floor")
+HOSTS = {
+    "self-hosted (loopback)": "http://127.0.0.1:8000/v1",
+    "public API (api.groq.com)": "https://api.groq.com/v1",
+}
+WARMUP = 20
+
+
+def completion() -> bytes:
+    """The simulated provider's non-streamed completion, Groq dialect."""
+    return json.dumps(
+        {
+            "id": "chatcmpl-req_1",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "hi there"}, "finish_reason": "stop"}
+            ],
+            "usage": {
+                "prompt_tokens": 9,
+                "completion_tokens": 10,
+                "total_tokens": 19,
+                "queue_time": 0.001,
+                "prompt_time": 0.002,
+                "completion_time": 0.003,
+                "total_time": 0.005,
+            },
+            "x_groq": {"id": "req_1"},
+        }
+    ).encode()
+
+
+def run_case(case: str, base_url: str, calls: int) -> None:
+    """The measured process: ``WARMUP + calls`` calls of ``case``, then exit at once."""
+    import httpx2
+    import openai
+    from agentscope.integrations.openai import OpenAIInstrumentor
+    from openai_overhead import END_ATTRIBUTES, START_ATTRIBUTES, DropExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    import agentscope as ags
+    from agentscope.sdk.state import STATE
+
+    body = completion()
+    headers = {"content-type": "application/json", "x-request-id": "req_1"}
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, content=body, headers=headers))
+    exporter = BatchSpanProcessor(DropExporter(), schedule_delay_millis=10**7, max_queue_size=10**6)
+    ags.init(store=None, instrument=False, span_processors=[exporter])
+    client = openai.OpenAI(base_url=base_url, api_key="k", http_client=httpx2.Client(transport=transport))
+    resource, tracer = client.chat.completions, STATE.tracer
+    messages = [{"role": "user", "content": "hello"}]
+    if case == "agentscope":
+        OpenAIInstrumentor().instrument()
+
+    def one() -> None:
+        if case == "floor":
+            with tracer.start_as_current_span("chat m", attributes=START_ATTRIBUTES) as span:
+                resource.create(model="m", messages=messages, max_tokens=10)
+                span.set_attributes(END_ATTRIBUTES)
+        else:
+            resource.create(model="m", messages=messages, max_tokens=10)
+
+    for _ in range(WARMUP):
+        one()
+    gc.collect()
+    gc.disable()
+    for _ in range(calls):
+        one()
+    os._exit(0)
+
+
+def instructions(case: str, base_url: str, calls: int) -> int:
+    """Instructions the whole process executed for ``calls`` measured calls."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        command = [sys.executable, __file__, "--run", case, "--base-url", base_url, "--calls", str(calls)]
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": os.path.dirname(os.path.abspath(__file__))}
+        subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        with open(out, encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if match := re.match(r"(?:summary|totals):\s+(\d+)", line):
+                    return int(match.group(1))
+    raise RuntimeError(f"callgrind wrote no total for {case}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200, help="calls counted per case")
+    parser.add_argument("--run", choices=CASES, help=argparse.SUPPRESS)
+    parser.add_argument("--base-url", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run:
+        run_case(args.run, args.base_url, args.calls)
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not installed (Debian: apt-get install valgrind)")
+    print(f"Instructions per call (callgrind; {args.calls} calls counted per case, less none)")
+    print("| server | uninstrumented | added: floor | added: agentscope | × floor |")
+    print("|---|---:|---:|---:|---:|")
+    for host, base_url in HOSTS.items():
+        per_call = {
+            case: (instructions(case, base_url, args.calls) - instructions(case, base_url, 0)) / args.calls
+            for case in CASES
+        }
+        base = per_call["uninstrumented"]
+        floor, ours = per_call["floor"] - base, per_call["agentscope"] - base
+        print(f"| {host} | {base:,.0f} | {floor:,.0f} | {ours:,.0f} | {ours / floor:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
