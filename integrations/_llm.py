@@ -187,18 +187,18 @@ def header_timings(headers: Any) -> dict[str, float | None]:
         names = b"".join(values)
         if names != names.lower():  # a server that sends names in other case
             values = {key.lower(): value for key, value in raw}
-        get = values.get
+        header = values.get
         queue, inference, processing = (
-            get(b"x-queue-time"),
-            get(b"x-inference-time"),
-            get(b"openai-processing-ms"),
+            header(b"x-queue-time"),
+            header(b"x-inference-time"),
+            header(b"openai-processing-ms"),
         )
     else:
-        get = headers.get
+        header = headers.get
         queue, inference, processing = (
-            get("x-queue-time"),
-            get("x-inference-time"),
-            get("openai-processing-ms"),
+            header("x-queue-time"),
+            header("x-inference-time"),
+            header("openai-processing-ms"),
         )
     if queue is not None or inference is not None:  # Hugging Face TGI, ms
         return {A.SERVER_QUEUE_MS: _number(queue), A.SERVER_TOTAL_MS: _number(inference)}
