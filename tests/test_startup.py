@@ -36,6 +36,10 @@ def _loaded_after(statement: str) -> set[str]:
             "from agentscope.analysis.tasks import analyze_by_field",
             {"agentscope.sdk", "opentelemetry.sdk.trace", "agentscope.ingest.loader", "typer", "duckdb"},
         ),
+        (
+            "from agentscope.analysis.rows import analyze_rows",
+            {"agentscope.sdk", "opentelemetry.sdk.trace", "agentscope.ingest.loader", "typer", "duckdb"},
+        ),
         # Started from the console script, a worker imports the script, which imports the package for
         # ``main``: the app loads only when ``main`` runs.
         ("from agentscope.cli import main", {"agentscope.cli.app", "typer", "rich", "duckdb"}),

@@ -110,14 +110,14 @@ def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path,
     rows.remove(late)  # the last trace's task span arrives after the first read: its children wait as orphans
     shared.insert(rows_to_table(rows))
     analysed: list[int] = []
-    real = pipeline.analysed
+    real = pipeline.analysed_rows
 
     def counting(batches, *args):
         batches = list(batches)
         analysed.append(sum(len(b) for b in batches))
         return real(batches, *args)
 
-    monkeypatch.setattr(pipeline, "analysed", counting)
+    monkeypatch.setattr(pipeline, "analysed_rows", counting)
     first = blame_store(shared)
     assert analysed == [len(rows)] and _kept(shared.path) == (first["tasks"]["count"], 6)
     assert blame_store(shared) == first and analysed[-1] == 0
@@ -125,7 +125,7 @@ def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path,
     after = blame_store(shared)
     late_trace = sum(1 for row in [*rows, late] if row[0] == late[0])
     assert analysed[-1] == late_trace
-    monkeypatch.setattr(pipeline, "analysed", real)
+    monkeypatch.setattr(pipeline, "analysed_rows", real)
     assert after == _full(shared, None) and after != first
 
 

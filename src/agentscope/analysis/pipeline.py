@@ -10,12 +10,12 @@ import multiprocessing.forkserver
 import os
 import zlib
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import duckdb
 import numpy as np
@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from agentscope.analysis import report
 from agentscope.analysis.batch import REQUIRED, SpanBatch
 from agentscope.analysis.profiles import CandidateProfile
-from agentscope.analysis.rows import results_from_table, results_table
+from agentscope.analysis.rows import analyze_rows, results_from_table, results_table, with_services
 from agentscope.analysis.tasks import (
     ANALYSIS_VERSION,
     TaskResult,
@@ -38,13 +38,22 @@ from agentscope.analysis.tasks import (
 )
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
-from agentscope.store.arrays import column, numbers
+from agentscope.store.arrays import numbers
 from agentscope.store.query import span_batches, trace_spans
 from agentscope.store.schema import SCHEMA_VERSION, TASK_ARROW_SCHEMA
 from agentscope.store.selection import Selection
 from agentscope.store.shared import SharedStore, StoreBusy
 from agentscope.store.store import Store, StoreError
-from agentscope.store.tasks import changed_traces, selected_rows, span_count_of, trace_services, write_rows
+from agentscope.store.tasks import (
+    NO_SERVICES,
+    changed_traces,
+    selected_rows,
+    span_count_of,
+    trace_services,
+    write_rows,
+)
+
+T = TypeVar("T")
 
 PARALLEL_MIN_SPANS = 200_000
 """Below this many spans, starting worker processes costs more than it saves."""
@@ -79,7 +88,7 @@ def _worker_context() -> BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["agentscope.analysis.tasks"])
+    context.set_forkserver_preload(["agentscope.analysis.rows"])
     multiprocessing.forkserver.ensure_running()  # its imports then overlap the first query
     return context
 
@@ -126,34 +135,47 @@ def analysed(
     repair: bool,
     targets: Sequence[CandidateProfile],
 ) -> list[TaskResult]:
-    """The tasks of batches of whole traces.  Batches are independent, so with ``workers`` > 1 they are
-    analysed in worker processes, at most one batch ahead of each worker."""
+    """The tasks of batches of whole traces, analysed in ``workers`` processes (:func:`each_batch`)."""
+    options = {"task_name": task_name, "repair": repair, "targets": targets}
+    if workers <= 1:
+        return [r for batch in batches for r in analyze(batch, variants, **options)]
     results: list[TaskResult] = []
+    for fields in each_batch(batches, analyze_by_field, workers, variants, **options):
+        results.extend(map(TaskResult, *fields))
+    return results
+
+
+def analysed_rows(batches: Iterable[pa.Table], workers: int) -> pa.Table:
+    """The task table's rows of batches of whole traces, with every kept what-if (``ROW_VARIANTS``) and
+    their services null (``rows.with_services``), built in ``workers`` processes."""
+    tables = list(each_batch(batches, analyze_rows, workers, ROW_VARIANTS, task_name=None, repair=True))
+    return pa.concat_tables(tables) if tables else results_table([])
+
+
+def each_batch(
+    batches: Iterable[pa.Table],
+    work: Callable[..., T],
+    workers: int,
+    variants: Sequence[Mapping[str, float]],
+    **options: Any,
+) -> Iterator[T]:
+    """``work(batch, variants, **options)`` of each batch, in order.  Batches are independent, so with
+    ``workers`` > 1 they are worked on in worker processes, at most one batch ahead of each worker."""
     if workers <= 1:
         for batch in batches:
-            results.extend(analyze(batch, variants, task_name=task_name, repair=repair, targets=targets))
-        return results
+            yield work(batch, variants, **options)
+        return
     with (
         ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context()) as pool,
         collector_paused(),
     ):
-        pending: deque[Future[list[TaskResult]]] = deque()
+        pending: deque[Future[T]] = deque()
         for batch in batches:
-            pending.append(
-                pool.submit(
-                    analyze_by_field,
-                    _without_empty_columns(batch),
-                    variants,
-                    task_name=task_name,
-                    repair=repair,
-                    targets=targets,
-                )
-            )
+            pending.append(pool.submit(work, _without_empty_columns(batch), variants, **options))
             while len(pending) > workers:
-                results.extend(map(TaskResult, *pending.popleft().result()))
+                yield pending.popleft().result()
         while pending:
-            results.extend(map(TaskResult, *pending.popleft().result()))
-    return results
+            yield pending.popleft().result()
 
 
 ROW_VARIANTS = report.variants(report.ROW_SCENARIOS)
@@ -192,8 +214,8 @@ class _Kept(NamedTuple):
     """(trace_id, seq) of the traces written since their rows were kept."""
     rows: pa.Table
     """The selected rows of every other trace."""
-    services: dict[str, list[str]]
-    """The changed traces' services."""
+    services: pa.Table
+    """(trace_id, services) of the changed traces that name any."""
     batches: list[pa.Table] | None
     """The changed traces' spans, or None when there are more than a read under the lock takes."""
     seq: int
@@ -263,7 +285,7 @@ def kept_rows(
     except (StoreBusy, OSError):  # busy, or an older store in a folder this process cannot write
         kept = None
     if kept is not None and kept.batches is not None:
-        fresh = analysed(kept.batches, ROW_VARIANTS, None, workers or 1, True, ())
+        fresh = analysed_rows(kept.batches, workers or 1)
     else:
         with shared.reading() as store:  # a snapshot, since the file is busy or the change is large
             if store.version < SCHEMA_VERSION or store.unmarked_writes():  # no table to answer from
@@ -273,25 +295,19 @@ def kept_rows(
             kept = kept or _read_kept(store, selection, picks, live=False, since=since)
             spans = span_count_of(store, kept.changed)
             workers = _workers_for(spans) if workers is None else workers
-            batches = span_batches(store, traces=kept.changed, spans=spans)
-            fresh = analysed(batches, ROW_VARIANTS, None, workers, True, ())
+            fresh = analysed_rows(span_batches(store, traces=kept.changed, spans=spans), workers)
+    fresh = with_services(fresh, kept.services)
     if len(kept.changed):
-        _write_back(shared, kept.changed, fresh, kept.services)
-    selected = [
-        result
-        for result in fresh
-        if selection is None
-        or (
-            selection.admits(result.name, result.start_ns)
-            and (
-                selection.service is None or selection.service in kept.services.get(result.trace_id or "", ())
-            )
-        )
-    ]
-    for result in selected:
-        result.whatif_ns = [result.whatif_ns[i] for i in picks]
-    services = [kept.services.get(r.trace_id or "", []) for r in selected]
-    table = pa.concat_tables([kept.rows.cast(TASK_ARROW_SCHEMA), results_table(selected, services)])
+        _write_back(shared, kept.changed, fresh)
+    every = picks == list(range(len(ROW_VARIANTS)))
+    if not fresh.num_rows or (selection is None and every):
+        selected = fresh
+    else:
+        with Store(None) as scratch:
+            scratch.con.register("agentscope_fresh", fresh)
+            whatifs = None if every else picks
+            selected = selected_rows(scratch, selection, None, whatifs, table="agentscope_fresh")
+    table = pa.concat_tables([kept.rows.cast(TASK_ARROW_SCHEMA), selected.cast(TASK_ARROW_SCHEMA)])
     if kept.since is not None and previous is not None:  # the earlier rows, less the traces read again
         again = pa.concat_arrays(
             [kept.changed.column("trace_id").combine_chunks(), kept.rows.column("trace_id").combine_chunks()]
@@ -363,7 +379,7 @@ def _read_kept(
     every = picks == list(range(len(ROW_VARIANTS)))  # each row's what-ifs as they are
     rows = selected_rows(store, selection, changed, None if every else picks, since)
     if not len(changed):
-        return _Kept(changed, rows, {}, [], seq, since)
+        return _Kept(changed, rows, NO_SERVICES, [], seq, since)
     services = trace_services(store, changed)
     if not live:
         return _Kept(changed, rows, services, None, seq, since)
@@ -373,22 +389,11 @@ def _read_kept(
     return _Kept(changed, rows, services, list(span_batches(store, traces=changed, spans=spans)), seq, since)
 
 
-def _write_back(
-    shared: SharedStore, changed: pa.Table, fresh: list[TaskResult], services: dict[str, list[str]]
-) -> None:
+def _write_back(shared: SharedStore, changed: pa.Table, rows: pa.Table) -> None:
     """Keep the fresh rows; a store that cannot be written now (busy, read-only) keeps its old ones."""
-    per_trace: dict[str, int] = {}
-    for result in fresh:
-        per_trace[result.trace_id or ""] = per_trace.get(result.trace_id or "", 0) + 1
-    ids = changed.column("trace_id").to_pylist()
-    tasks = column([per_trace.get(t, 0) for t in ids], pa.int32())
-    analysed_traces = pa.table(
-        {"trace_id": changed.column("trace_id"), "seq": changed.column("seq"), "tasks": tasks}
-    )
-    rows = results_table(fresh, [services.get(r.trace_id or "", []) for r in fresh])
     try:
         with shared.writing(ROW_WRITE_WAIT_S) as store:
-            write_rows(store, rows, analysed_traces, ROW_VERSION)
+            write_rows(store, rows, changed, ROW_VERSION)
     except (StoreError, OSError, duckdb.Error):
         return
 

@@ -8,13 +8,14 @@ writes every float so that it reads back the same).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from agentscope.analysis.tasks import RESULT_FIELDS, TaskResult
+from agentscope.analysis.tasks import RESULT_FIELDS, TaskResult, analyze
 from agentscope.store.arrays import column
 from agentscope.store.schema import TASK_ARROW_SCHEMA
 
@@ -56,15 +57,39 @@ def operations_of(texts: pa.Array | pa.ChunkedArray) -> list[dict[str, list[Any]
     return [orjson.loads(text) for text in texts.to_pylist()]
 
 
-def results_table(results: Sequence[TaskResult], services: Sequence[list[str]]) -> pa.Table:
+def results_table(results: Sequence[TaskResult], services: Sequence[list[str]] | None = None) -> pa.Table:
     """The results as rows of the store's ``tasks`` table; ``services[i]`` are the services of the
-    trace of ``results[i]`` (what ``--service`` selects on).  Built from buffers (``store.arrays``):
-    ``pa.table`` of Python lists would import pandas, a fifth of a second of a reader's answer."""
+    trace of ``results[i]`` (what ``--service`` selects on), or every row's are null (see
+    :func:`with_services`).  Built from buffers (``store.arrays``): ``pa.table`` of Python lists would
+    import pandas, a fifth of a second of a reader's answer."""
     frame = columns_of(results)
-    frame["services"] = list(services)
+    services_type = TASK_ARROW_SCHEMA.field("services").type
     return pa.Table.from_arrays(
-        [column(frame[field.name], field.type) for field in TASK_ARROW_SCHEMA], schema=TASK_ARROW_SCHEMA
+        [
+            pa.nulls(len(results), services_type)
+            if field.name == "services" and services is None
+            else column(list(services) if field.name == "services" else frame[field.name], field.type)
+            for field in TASK_ARROW_SCHEMA
+        ],
+        schema=TASK_ARROW_SCHEMA,
     )
+
+
+def analyze_rows(spans: Any, variants: Sequence[Mapping[str, float]] = (), **options: Any) -> pa.Table:
+    """``analyze``'s results as rows of the task table, their services null: what a worker process sends
+    back when the rows are to be kept.  Building the rows in the workers leaves the reader, which
+    waits for them, only a concatenation; and a table pickles as a few buffers."""
+    return results_table(analyze(spans, variants, **options))
+
+
+def with_services(rows: pa.Table, services: pa.Table) -> pa.Table:
+    """``rows`` with the ``services`` column of their traces in ``services`` (trace_id, services); a
+    trace it does not list has none (an empty list)."""
+    type_ = TASK_ARROW_SCHEMA.field("services").type
+    where = pc.index_in(rows.column("trace_id"), value_set=services["trace_id"])
+    found = services.column("services").take(where)
+    named = pc.fill_null(found, column([[]], type_)[0]).cast(type_)
+    return rows.set_column(rows.schema.get_field_index("services"), "services", named)
 
 
 def results_from_table(table: pa.Table) -> list[TaskResult]:

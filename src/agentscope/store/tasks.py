@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from agentscope import attributes as A
+from agentscope.store.arrays import column
 from agentscope.store.query import IN_REGISTERED, registered, span_count
 from agentscope.store.schema import TASK_ARROW_SCHEMA
 from agentscope.store.selection import Selection
@@ -24,14 +25,18 @@ SELECT w.trace_id, w.seq, w.first_ns FROM trace_writes w LEFT JOIN task_traces t
 WHERE t.trace_id IS NULL OR t.seq <> w.seq OR t.version <> ?
 """
 _SERVICES = f"""
-SELECT trace_id, list(DISTINCT s ORDER BY s) FROM (
+SELECT trace_id, list(DISTINCT s ORDER BY s) AS services FROM (
     SELECT trace_id, service AS s FROM spans WHERE {{spans}}
     UNION ALL
     SELECT trace_id, json_extract_string(attributes, '$."{A.SERVICE_NAME_OURS}"') FROM spans
     WHERE {{spans}} AND attributes LIKE '%{A.SERVICE_NAME_OURS}%'
 ) WHERE s IS NOT NULL GROUP BY trace_id
 """
-_ANALYSED_TRACES = pa.schema([("trace_id", pa.string()), ("seq", pa.int64()), ("tasks", pa.int32())])
+NO_SERVICES = pa.Table.from_arrays(
+    [column([], pa.string()), column([], pa.list_(pa.string()))], names=["trace_id", "services"]
+)
+""":func:`trace_services` of no trace (built from buffers: ``Schema.empty_table`` imports pandas)."""
+_ANALYSED_TRACES = pa.schema([("trace_id", pa.string()), ("seq", pa.int64())])
 
 
 def changed_traces(store: Store, version: str) -> pa.Table:
@@ -40,10 +45,11 @@ def changed_traces(store: Store, version: str) -> pa.Table:
     return store.con.sql(_CHANGED, params=[version]).to_arrow_table()
 
 
-def trace_services(store: Store, traces: pa.Table) -> dict[str, list[str]]:
-    """Trace id → the services its spans name (``service.name``, or agentscope's own beside another)."""
+def trace_services(store: Store, traces: pa.Table) -> pa.Table:
+    """(trace_id, services) of the traces that name any: the services their spans name
+    (``service.name``, or agentscope's own beside another)."""
     with registered(store, traces) as of_traces:
-        return dict(store.con.execute(_SERVICES.format(spans=of_traces)).fetchall())
+        return store.con.sql(_SERVICES.format(spans=of_traces)).to_arrow_table()
 
 
 def span_count_of(store: Store, traces: pa.Table) -> int:
@@ -58,8 +64,10 @@ def selected_rows(
     skip: pa.Table | None = None,
     whatifs: list[int] | None = None,
     since: int | None = None,
+    table: str = "tasks",
 ) -> pa.Table:
-    """The stored rows ``selection`` keeps, less those of the traces in ``skip`` (being analysed again);
+    """The rows of ``table`` (the store's, or an Arrow table of rows registered under that name) that
+    ``selection`` keeps, less those of the traces in ``skip`` (being analysed again);
     with ``whatifs``, only those what-if times of each row, in that order (0-based); with ``since``, only
     the rows of traces analysed at a later write than that sequence number.
 
@@ -83,7 +91,7 @@ def selected_rows(
     columns = "*"
     if whatifs is not None:  # a row keeps dozens; a report reads a few, and each costs a Python float
         columns = f"* REPLACE (list_select(whatif_ns, {[i + 1 for i in whatifs]}::INTEGER[]) AS whatif_ns)"
-    sql = f"SELECT {columns} FROM tasks WHERE {' AND '.join(clauses)}"
+    sql = f"SELECT {columns} FROM {table} WHERE {' AND '.join(clauses)}"
     if skip is None:
         return store.con.sql(sql, params=params).to_arrow_table()
     with registered(store, skip):
@@ -91,16 +99,19 @@ def selected_rows(
 
 
 def write_rows(store: Store, rows: pa.Table, analysed: pa.Table, version: str) -> int:
-    """Keep the rows of freshly analysed traces: ``analysed`` is (trace_id, seq, tasks) of each, as they
-    were read.  A trace another reader has meanwhile kept at a newer sequence is left as it is; the
-    traces whose rows were replaced are counted."""
+    """Keep the rows of freshly analysed traces: ``analysed`` is (trace_id, seq) of each, as they were
+    read (its other columns are ignored).  A trace another reader has meanwhile kept at a newer
+    sequence is left as it is; the traces whose rows were replaced are counted."""
     store.con.register("agentscope_rows", rows.select(TASK_ARROW_SCHEMA.names).cast(TASK_ARROW_SCHEMA))
-    store.con.register("agentscope_analysed", analysed.cast(_ANALYSED_TRACES))
+    store.con.register("agentscope_analysed", analysed.select(_ANALYSED_TRACES.names).cast(_ANALYSED_TRACES))
     try:
         with store.transaction():
             store.con.execute(
-                "CREATE OR REPLACE TEMP TABLE agentscope_newer AS SELECT a.* FROM agentscope_analysed a "
+                "CREATE OR REPLACE TEMP TABLE agentscope_newer AS "
+                "SELECT a.trace_id, a.seq, coalesce(n.tasks, 0)::INTEGER AS tasks FROM agentscope_analysed a "
                 "LEFT JOIN task_traces t USING (trace_id) "
+                "LEFT JOIN (SELECT trace_id, count(*) AS tasks FROM agentscope_rows GROUP BY trace_id) n "
+                "USING (trace_id) "
                 "WHERE t.trace_id IS NULL OR t.seq < a.seq OR t.version <> ?",
                 [version],
             )
