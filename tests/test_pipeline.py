@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import tempfile
+
 from tracebuild import varied_store
 
-from agentscope.analysis import report
+from agentscope.analysis import pipeline, report
 from agentscope.analysis.pipeline import task_results
 from agentscope.store import Store, query
+from agentscope.store.shared import SharedStore
 
 
 def test_worker_processes_give_the_results_one_process_gives(tmp_path, monkeypatch):
@@ -24,3 +27,22 @@ def test_worker_processes_give_the_results_one_process_gives(tmp_path, monkeypat
     assert len(alone) == 300
     assert all(r.whatif_ns and r.operations and r.models for r in alone)
     assert by_task(pooled) == by_task(alone)
+
+
+def test_rows_kept_by_worker_processes_are_the_rows_one_process_keeps(tmp_path, monkeypatch):
+    """Rows built in the workers, each batch handed over as a file, equal those built in one process,
+    and are kept; the files are gone afterwards."""
+    monkeypatch.setattr(query, "SPANS_PER_BUCKET", 400)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    every = list(range(len(pipeline.ROW_VARIANTS)))
+    order = [("trace_id", "ascending"), ("span_id", "ascending")]
+    tables = []
+    for workers in (1, 2):
+        shared = SharedStore(varied_store(tmp_path / f"{workers}.duckdb", 300))
+        tables.append(pipeline.kept_table(shared, every, workers).sort_by(order))
+        with Store(shared.path, read_only=True) as store:
+            assert store.scalar("SELECT count(*) FROM tasks") == 300
+    assert tables[0].num_rows == 300 and tables[0].equals(tables[1])
+    assert not any(scratch.iterdir())

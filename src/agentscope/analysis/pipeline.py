@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.forkserver
 import os
+import tempfile
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentscope.analysis import report
-from agentscope.analysis.batch import REQUIRED, SpanBatch
+from agentscope.analysis.batch import REQUIRED, SpanBatch, on_file, write_file
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.rows import analyze_rows, results_from_table, results_table, with_services
 from agentscope.analysis.tasks import (
@@ -160,22 +161,33 @@ def each_batch(
     **options: Any,
 ) -> Iterator[T]:
     """``work(batch, variants, **options)`` of each batch, in order.  Batches are independent, so with
-    ``workers`` > 1 they are worked on in worker processes, at most one batch ahead of each worker."""
+    ``workers`` > 1 they are worked on in worker processes, at most one batch ahead of each worker,
+    each handed over as a file (``batch.on_file``) in a folder of this process' own."""
     if workers <= 1:
         for batch in batches:
             yield work(batch, variants, **options)
         return
     with (
+        tempfile.TemporaryDirectory(prefix="agentscope-batches-", ignore_cleanup_errors=True) as folder,
         ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context()) as pool,
         collector_paused(),
     ):
-        pending: deque[Future[T]] = deque()
-        for batch in batches:
-            pending.append(pool.submit(work, _without_empty_columns(batch), variants, **options))
+        pending: deque[tuple[Future[T], str]] = deque()
+        for n, batch in enumerate(batches):
+            path = os.path.join(folder, f"{n}.arrow")
+            write_file(_without_empty_columns(batch), path)
+            pending.append((pool.submit(on_file, work, path, variants, **options), path))
             while len(pending) > workers:
-                yield pending.popleft().result()
+                yield _handed_back(*pending.popleft())
         while pending:
-            yield pending.popleft().result()
+            yield _handed_back(*pending.popleft())
+
+
+def _handed_back(future: Future[T], path: str) -> T:
+    """A worker's answer; the file of its batch is removed."""
+    answer = future.result()
+    os.unlink(path)
+    return answer
 
 
 ROW_VARIANTS = report.variants(report.ROW_SCENARIOS)
