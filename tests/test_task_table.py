@@ -103,6 +103,21 @@ def test_kept_answers_equal_a_full_recompute_however_the_spans_arrive(history, t
     assert blame_store(shared) == _full(shared, None)  # every row written is still right
 
 
+def test_a_change_too_large_to_read_under_the_lock_is_read_from_a_snapshot(tmp_path, monkeypatch):
+    """Past ``LIVE_READ_MAX_SPANS`` changed spans, the spans and their traces' services are read from a
+    snapshot (the services beside the walk, in a thread); the rows kept and every selection's answer
+    are a full recompute's."""
+    monkeypatch.setattr(pipeline, "LIVE_READ_MAX_SPANS", 0)
+    shared = SharedStore(tmp_path / "store.duckdb")
+    shared.insert(rows_to_table(_rows(9, 3)))
+    for selection in (Selection(service="support"), None, Selection(service="checkout", task="triage")):
+        assert blame_store(shared, selection=selection) == _full(shared, selection)
+    with Store(shared.path, read_only=True) as store:
+        kept = dict(store.con.execute("SELECT DISTINCT trace_id, services FROM tasks").fetchall())
+        named = dict(store.con.execute("SELECT DISTINCT trace_id, [service] FROM spans").fetchall())
+    assert kept == named and len(kept) == 9
+
+
 def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path, monkeypatch):
     shared = SharedStore(tmp_path / "store.duckdb")
     rows = _rows(6, 1)

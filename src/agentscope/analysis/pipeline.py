@@ -12,7 +12,7 @@ import tempfile
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
@@ -226,8 +226,8 @@ class _Kept(NamedTuple):
     """(trace_id, seq) of the traces written since their rows were kept."""
     rows: pa.Table
     """The selected rows of every other trace."""
-    services: pa.Table
-    """(trace_id, services) of the changed traces that name any."""
+    services: pa.Table | None
+    """(trace_id, services) of the changed traces that name any; None where their spans are not read."""
     batches: list[pa.Table] | None
     """The changed traces' spans, or None when there are more than a read under the lock takes."""
     seq: int
@@ -307,7 +307,10 @@ def kept_rows(
             kept = kept or _read_kept(store, selection, picks, live=False, since=since)
             spans = span_count_of(store, kept.changed)
             workers = _workers_for(spans) if workers is None else workers
-            fresh = analysed_rows(span_batches(store, traces=kept.changed, spans=spans), workers)
+            with ThreadPoolExecutor(max_workers=1) as aside:  # DuckDB's scan runs beside the walk
+                services = aside.submit(trace_services, store, kept.changed)
+                fresh = analysed_rows(span_batches(store, traces=kept.changed, spans=spans), workers)
+                kept = kept._replace(services=services.result())
     fresh = with_services(fresh, kept.services)
     if len(kept.changed):
         _write_back(shared, kept.changed, fresh)
@@ -392,13 +395,10 @@ def _read_kept(
     rows = selected_rows(store, selection, changed, None if every else picks, since)
     if not len(changed):
         return _Kept(changed, rows, NO_SERVICES, [], seq, since)
-    services = trace_services(store, changed)
-    if not live:
-        return _Kept(changed, rows, services, None, seq, since)
-    spans = span_count_of(store, changed)
-    if spans > LIVE_READ_MAX_SPANS:
-        return _Kept(changed, rows, services, None, seq, since)
-    return _Kept(changed, rows, services, list(span_batches(store, traces=changed, spans=spans)), seq, since)
+    if not live or (spans := span_count_of(store, changed)) > LIVE_READ_MAX_SPANS:
+        return _Kept(changed, rows, None, None, seq, since)  # services read with the spans
+    batches = list(span_batches(store, traces=changed, spans=spans))
+    return _Kept(changed, rows, trace_services(store, changed), batches, seq, since)
 
 
 def _write_back(shared: SharedStore, changed: pa.Table, rows: pa.Table) -> None:

@@ -97,9 +97,9 @@ IN_REGISTERED = "trace_id IN (SELECT trace_id FROM agentscope_traces)"
 
 
 @contextlib.contextmanager
-def registered(store: Store, traces: pa.Table) -> Iterator[str]:
-    """``traces`` (a table with a ``trace_id`` column) visible to SQL as ``agentscope_traces`` for the
-    block, which gets the predicate that keeps their spans.
+def registered(con: duckdb.DuckDBPyConnection, traces: pa.Table) -> Iterator[str]:
+    """``traces`` (a table with a ``trace_id`` column) visible to SQL on ``con`` as ``agentscope_traces``
+    for the block, which gets the predicate that keeps their spans.
 
     With a ``first_ns`` column (each trace's earliest span start, ``trace_writes``), the predicate
     also keeps ``start_ns`` at or after the least of them: spans are stored roughly in time order,
@@ -108,12 +108,12 @@ def registered(store: Store, traces: pa.Table) -> Iterator[str]:
     where = IN_REGISTERED
     if "first_ns" in traces.column_names and len(traces) and not traces["first_ns"].null_count:
         where += f" AND start_ns >= {int(pc.min(traces['first_ns']).as_py())}"
-    store.con.register("agentscope_traces", traces)
+    con.register("agentscope_traces", traces)
     try:
         yield where
     finally:
         with contextlib.suppress(duckdb.ConnectionException):  # closed first, as an error unwound
-            store.con.unregister("agentscope_traces")
+            con.unregister("agentscope_traces")
 
 
 def span_batches(
@@ -127,7 +127,7 @@ def span_batches(
     if traces is None:
         yield from _batches(store, selection, "TRUE", buckets_for(store))
         return
-    with registered(store, traces) as of_traces:
+    with registered(store.con, traces) as of_traces:
         spans = span_count(store, of_traces) if spans is None else spans
         yield from _batches(store, selection, of_traces, buckets_for(store, spans))
 

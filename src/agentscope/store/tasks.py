@@ -47,14 +47,21 @@ def changed_traces(store: Store, version: str) -> pa.Table:
 
 def trace_services(store: Store, traces: pa.Table) -> pa.Table:
     """(trace_id, services) of the traces that name any: the services their spans name
-    (``service.name``, or agentscope's own beside another)."""
-    with registered(store, traces) as of_traces:
-        return store.con.sql(_SERVICES.format(spans=of_traces)).to_arrow_table()
+    (``service.name``, or agentscope's own beside another).
+
+    On a connection of its own to the store, so that it may run in another thread beside a read of
+    the same traces' spans: at a million spans it scans 0.15 CPU-s of attributes."""
+    con = store.con.cursor()
+    try:
+        with registered(con, traces) as of_traces:
+            return con.sql(_SERVICES.format(spans=of_traces)).to_arrow_table()
+    finally:
+        con.close()
 
 
 def span_count_of(store: Store, traces: pa.Table) -> int:
     """Spans stored for these traces."""
-    with registered(store, traces) as of_traces:
+    with registered(store.con, traces) as of_traces:
         return span_count(store, of_traces)
 
 
@@ -94,7 +101,7 @@ def selected_rows(
     sql = f"SELECT {columns} FROM {table} WHERE {' AND '.join(clauses)}"
     if skip is None:
         return store.con.sql(sql, params=params).to_arrow_table()
-    with registered(store, skip):
+    with registered(store.con, skip):
         return store.con.sql(sql, params=params).to_arrow_table()
 
 
