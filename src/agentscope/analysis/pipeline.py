@@ -5,14 +5,17 @@ The only place the analysis stage touches I/O; everything it calls is pure.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.forkserver
 import os
 import tempfile
+import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from contextvars import ContextVar
 from dataclasses import replace
 from multiprocessing.context import BaseContext
 from pathlib import Path
@@ -246,6 +249,24 @@ class KeptRows(NamedTuple):
     date (an older store answered from its spans)."""
 
 
+_WRITES_ASIDE: ContextVar[list[threading.Thread] | None] = ContextVar("agentscope_writes_aside", default=None)
+
+
+@contextlib.contextmanager
+def writes_aside() -> Iterator[None]:
+    """Within the block, :func:`kept_rows` writes fresh rows back on a thread of its own, joined as the
+    block ends: a report is aggregated from the rows while they are written (at ten million spans, a
+    second of each).  Outside it, they are written before ``kept_rows`` returns."""
+    threads: list[threading.Thread] = []
+    token = _WRITES_ASIDE.set(threads)
+    try:
+        yield
+    finally:
+        _WRITES_ASIDE.reset(token)
+        for thread in threads:
+            thread.join()
+
+
 def kept_results(
     shared: SharedStore,
     variants: Sequence[Mapping[str, float]] = (),
@@ -313,7 +334,12 @@ def kept_rows(
                 kept = kept._replace(services=services.result())
     fresh = with_services(fresh, kept.services)
     if len(kept.changed):
-        _write_back(shared, kept.changed, fresh)
+        aside = _WRITES_ASIDE.get()
+        if aside is None:
+            _write_back(shared, kept.changed, fresh)
+        else:
+            aside.append(threading.Thread(target=_write_back, args=(shared, kept.changed, fresh)))
+            aside[-1].start()
     every = picks == list(range(len(ROW_VARIANTS)))
     if not fresh.num_rows or (selection is None and every):
         selected = fresh
@@ -432,7 +458,9 @@ def blame_store(
         if picks is not None:  # the task table answers: aggregated column by column
             if task_name is not None:
                 selection = replace(selection or Selection(), task=task_name)
-            return blame_table(kept_table(store, picks, workers, selection), scenarios, percentile, headline)
+            with writes_aside():
+                table = kept_table(store, picks, workers, selection)
+                return blame_table(table, scenarios, percentile, headline)
         results = task_results(store, variants, task_name, workers, repair, targets, selection)
         if not results:
             return None
@@ -448,7 +476,8 @@ def latency_curve(
     variants = report.variants(curve)
     picks = row_picks(variants, repair, ()) if isinstance(store, SharedStore) else None
     if picks is not None:
-        return curve_table(kept_table(store, picks, None, selection))
+        with writes_aside():
+            return curve_table(kept_table(store, picks, None, selection))
     results = task_results(store, variants, None, None, repair, (), selection)
     if not results:
         return None
