@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import operator
 import threading
 import time
 import weakref
@@ -481,10 +482,29 @@ def trace_headers(span: trace.Span | None = None) -> dict[str, str]:
     context = (span or trace.get_current_span()).get_span_context()
     if not context.is_valid:
         return {}
-    headers = {"traceparent": f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"}
+    flags = "01" if context.trace_flags == 1 else f"{context.trace_flags:02x}"
+    ids = context.trace_id.to_bytes(16, "big").hex(), context.span_id.to_bytes(8, "big").hex()
+    headers = {"traceparent": f"00-{ids[0]}-{ids[1]}-{flags}"}  # half the cost of formatting the ints
     if context.trace_state:
         headers["tracestate"] = context.trace_state.to_header()
     return headers
+
+
+_LOWER_NAME = operator.itemgetter(1)
+
+
+def set_header(headers: Any, key: str, value: str) -> None:
+    """``headers[key] = value`` on an httpx request's headers.  Where the header is absent, as it
+    almost always is, it is appended to httpx's list of (name, lowercase name, value), as httpx itself
+    would; httpx's own assignment encodes and compares every header in Python, a microsecond of every
+    LLM call.  Headers of another shape go through their own assignment."""
+    raw = getattr(headers, "_list", None)
+    name = key.encode()
+    lower = name.lower()
+    if type(raw) is not list or not raw or len(raw[0]) != 3 or lower in map(_LOWER_NAME, raw):
+        headers[key] = value
+    else:
+        raw.append((name, lower, value.encode()))
 
 
 def attempt_begins(request: Any) -> _Call | None:
@@ -500,7 +520,7 @@ def attempt_begins(request: Any) -> _Call | None:
         if headers is None:
             headers = state.trace_headers = trace_headers(state.rec.span if state.rec is not None else None)
         for key, value in headers.items():
-            request.headers[key] = value
+            set_header(request.headers, key, value)
     except Exception as exc:
         report("propagating trace context to the provider", exc)
     return state

@@ -483,3 +483,33 @@ def test_propagation_headers_are_the_configured_propagators(case, captured):
         propagate.set_global_textmap(saved)
     assert got == expected and got["traceparent"].startswith("00-")
     assert ("tracestate" in got) == (case == "trace state") and ("baggage" in got) == (case == "baggage")
+
+
+@pytest.mark.parametrize("library", ["httpx", "httpx2"])
+def test_a_propagation_header_is_added_once_and_replaces_the_apps_own(library):
+    """The header is appended to httpx's own list where it is absent, and replaces one the request has
+    (any case) where it is present: either way the request carries it once, as httpx's assignment
+    leaves it."""
+    import importlib
+
+    from agentscope.integrations._stainless import set_header
+
+    http = importlib.import_module(library)
+    fresh = http.Request("POST", "http://127.0.0.1:1/v1/chat/completions", headers={"x-a": "1"})
+    set_header(fresh.headers, "traceparent", "00-new")
+    assert fresh.headers.get_list("traceparent") == ["00-new"] and fresh.headers["X-A"] == "1"
+    assert fresh.headers.raw[-1] == (b"traceparent", b"00-new")
+    own = http.Request("POST", "http://127.0.0.1:1/", headers={"TraceParent": "00-app", "x-a": "1"})
+    set_header(own.headers, "traceparent", "00-new")
+    assert own.headers.get_list("traceparent") == ["00-new"] and own.headers["x-a"] == "1"
+    plain: dict[str, str] = {}
+    set_header(plain, "traceparent", "00-new")
+    assert plain == {"traceparent": "00-new"}
+
+
+def test_the_apps_own_traceparent_is_replaced_by_the_calls(instrumented, sim):
+    apps = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k", default_headers={"traceparent": apps})
+    client.chat.completions.create(model="m", messages=MESSAGES)
+    (llm,) = llm_spans(instrumented)
+    assert sim.seen_headers[-1]["traceparent"].split("-")[2] == format(llm.context.span_id, "016x")
