@@ -222,6 +222,11 @@ def row_picks(
     return picks
 
 
+def _every_whatif(picks: Sequence[int]) -> bool:
+    """Whether ``picks`` are each row's what-ifs as they are kept (nothing to pick)."""
+    return list(picks) == list(range(len(ROW_VARIANTS)))
+
+
 class _Kept(NamedTuple):
     """What a reader reads of the store for :func:`kept_results`."""
 
@@ -338,9 +343,10 @@ def kept_rows(
         if aside is None:
             _write_back(shared, kept.changed, fresh)
         else:
-            aside.append(threading.Thread(target=_write_back, args=(shared, kept.changed, fresh)))
-            aside[-1].start()
-    every = picks == list(range(len(ROW_VARIANTS)))
+            writer = threading.Thread(target=_write_back, args=(shared, kept.changed, fresh))
+            writer.start()
+            aside.append(writer)
+    every = _every_whatif(picks)
     if not fresh.num_rows or (selection is None and every):
         selected = fresh
     else:
@@ -417,7 +423,7 @@ def _read_kept(
     if since is not None and store.deleted_seq() > since:
         since = None
     changed = changed_traces(store, ROW_VERSION)
-    every = picks == list(range(len(ROW_VARIANTS)))  # each row's what-ifs as they are
+    every = _every_whatif(picks)
     rows = selected_rows(store, selection, changed, None if every else picks, since)
     if not len(changed):
         return _Kept(changed, rows, NO_SERVICES, [], seq, since)
