@@ -46,3 +46,23 @@ def test_rows_kept_by_worker_processes_are_the_rows_one_process_keeps(tmp_path, 
             assert store.scalar("SELECT count(*) FROM tasks") == 300
     assert tables[0].num_rows == 300 and tables[0].equals(tables[1])
     assert not any(scratch.iterdir())
+
+
+def test_batches_reach_the_workers_without_a_usable_temporary_folder(tmp_path, monkeypatch):
+    """With no temporary folder to be had, or one that cannot take a batch (a full disk), batches are
+    pickled to the workers instead, and the answer is the same."""
+    monkeypatch.setattr(query, "SPANS_PER_BUCKET", 400)
+    path = varied_store(tmp_path / "varied.duckdb", 120)
+    variants = report.variants(report.DEFAULT_SCENARIOS)
+    with Store(path, read_only=True) as store:
+        expected = task_results(store, variants, workers=1)
+
+        def full_disk(batch, path):
+            with open(path, "wb") as partial:
+                partial.write(b"ARROW1")
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(pipeline, "write_file", full_disk)
+        assert task_results(store, variants, workers=2) == expected
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+        assert task_results(store, variants, workers=2) == expected

@@ -171,25 +171,56 @@ def each_batch(
             yield work(batch, variants, **options)
         return
     with (
-        tempfile.TemporaryDirectory(prefix="agentscope-batches-", ignore_cleanup_errors=True) as folder,
+        _handover_folder() as folder,
         ProcessPoolExecutor(max_workers=workers, mp_context=_worker_context()) as pool,
         collector_paused(),
     ):
-        pending: deque[tuple[Future[T], str]] = deque()
+        pending: deque[tuple[Future[T], str | None]] = deque()
         for n, batch in enumerate(batches):
-            path = os.path.join(folder, f"{n}.arrow")
-            write_file(_without_empty_columns(batch), path)
-            pending.append((pool.submit(on_file, work, path, variants, **options), path))
+            batch = _without_empty_columns(batch)
+            path = _handed_over(batch, folder, n)
+            if path is None:
+                pending.append((pool.submit(work, batch, variants, **options), None))
+            else:
+                pending.append((pool.submit(on_file, work, path, variants, **options), path))
             while len(pending) > workers:
                 yield _handed_back(*pending.popleft())
         while pending:
             yield _handed_back(*pending.popleft())
 
 
-def _handed_back(future: Future[T], path: str) -> T:
-    """A worker's answer; the file of its batch is removed."""
+@contextlib.contextmanager
+def _handover_folder() -> Iterator[str | None]:
+    """A temporary folder for the batches handed to workers; None where none can be made."""
+    try:
+        folder = tempfile.TemporaryDirectory(prefix="agentscope-batches-", ignore_cleanup_errors=True)
+    except OSError:
+        yield None
+        return
+    with folder as path:
+        yield path
+
+
+def _handed_over(batch: pa.Table, folder: str | None, n: int) -> str | None:
+    """The file ``batch`` was written to for a worker, or None where it could not be (no folder, a full
+    or read-only disk): the batch is then pickled to the worker, as it would be without files."""
+    if folder is None:
+        return None
+    path = os.path.join(folder, f"{n}.arrow")
+    try:
+        write_file(batch, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return None
+    return path
+
+
+def _handed_back(future: Future[T], path: str | None) -> T:
+    """A worker's answer; the file of its batch, if it had one, is removed."""
     answer = future.result()
-    os.unlink(path)
+    if path is not None:
+        os.unlink(path)
     return answer
 
 
