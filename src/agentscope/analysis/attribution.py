@@ -31,10 +31,6 @@ OPERATION_KINDS = {"tool": "tool", "llm": "inference", "db": "db", "http": "netw
 """Span kinds that are named operations in the report, and their category."""
 
 
-def _ms_to_ns(value: float | None) -> float | None:
-    return None if value is None else max(0.0, float(value)) * 1e6
-
-
 _TIMINGS = ("server_queue_ms", "server_prefill_ms", "server_decode_ms", "server_total_ms")
 
 
@@ -57,12 +53,22 @@ def provider_span(trace: Trace, i: int) -> int | None:
 
 
 def _timings_of(trace: Trace, i: int, provider: int | None) -> list[float | None]:
-    """Call ``i``'s server timings (``_TIMINGS`` order, ns): its own, else its provider span's."""
-    own = [trace.call(column, i) for column in _TIMINGS]
-    if provider is not None and all(value is None for value in own):
+    """Call ``i``'s server timings (``_TIMINGS`` order, ns): its own (as ``Trace.call`` reads them), else
+    its provider span's.  Read column by column here, not through ``Trace.call``: every LLM call's split
+    asks, twice with an HTTP attempt under it."""
+    columns = trace.batch
+    row = trace.rows[i]
+    own = [columns[column][row] for column in _TIMINGS]
+    if trace.merged and None in own:
+        supplied = trace.merged.get(i, {})
+        own = [supplied.get(column) if value is None else value for column, value in zip(_TIMINGS, own)]
+    if provider is not None and own == _NO_TIMINGS:
         row = trace.rows[provider]
-        own = [trace.batch[column][row] for column in _TIMINGS]
-    return [_ms_to_ns(value) for value in own]
+        own = [columns[column][row] for column in _TIMINGS]
+    return [None if value is None else max(0.0, float(value)) * 1e6 for value in own]
+
+
+_NO_TIMINGS = [None] * len(_TIMINGS)
 
 
 def llm_components(
