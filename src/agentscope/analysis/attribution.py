@@ -32,6 +32,7 @@ OPERATION_KINDS = {"tool": "tool", "llm": "inference", "db": "db", "http": "netw
 
 
 _TIMINGS = ("server_queue_ms", "server_prefill_ms", "server_decode_ms", "server_total_ms")
+_NO_TIMINGS = [None] * len(_TIMINGS)
 
 
 def provider_span(trace: Trace, i: int) -> int | None:
@@ -66,9 +67,6 @@ def _timings_of(trace: Trace, i: int, provider: int | None) -> list[float | None
         row = trace.rows[provider]
         own = [columns[column][row] for column in _TIMINGS]
     return [None if value is None else max(0.0, float(value)) * 1e6 for value in own]
-
-
-_NO_TIMINGS = [None] * len(_TIMINGS)
 
 
 def llm_components(
