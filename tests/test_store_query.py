@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import random
 import subprocess
 import sys
 
+import pytest
 from tracebuild import store_row
 
 from agentscope.store import Store
 from agentscope.store.query import trace_spans
-from agentscope.store.schema import ATTRIBUTE_FIELDS, rows_to_table
+from agentscope.store.schema import ATTRIBUTE_FIELDS, COLUMN_NAMES, rows_to_table
 
 ODD_VALUES = [
     "2", 2, 2.5, -1, 0, 12345678901234567890, 1e-7, 1e3, 0.1, True, False, None, "", " 7 ", "x",
@@ -102,14 +104,24 @@ def test_every_extracted_key_reads_as_its_text_cast_to_its_type(tmp_path):
     assert table.column("attempt")[twice].as_py() == 3 and labels[twice] == "first"
 
 
-def test_batches_hold_every_span_once_and_whole_traces(tmp_path, monkeypatch):
+@pytest.mark.parametrize("order", ["in time order", "shuffled"])
+def test_batches_hold_every_span_once_and_whole_traces(tmp_path, monkeypatch, order):
     """Read several buckets to a query, sorted and split, every span comes out once, in its bucket's
-    batch, in the order it was stored, and no trace is split between batches."""
+    batch, in the order it was stored, and no trace is split between batches; also from a store whose
+    spans were written in no order of time, where each query's range of starts covers most of it."""
     from tracebuild import varied_store
 
     from agentscope.store import query
 
     path = varied_store(tmp_path / "varied.duckdb", 60)
+    if order == "shuffled":
+        with Store(path) as source:
+            rows = source.con.execute(f"SELECT {', '.join(COLUMN_NAMES)} FROM spans").fetchall()
+        random.Random(7).shuffle(rows)
+        path = tmp_path / "shuffled.duckdb"
+        with Store(path) as store:
+            for first in range(0, len(rows), 37):
+                store.insert(rows_to_table(rows[first : first + 37]))
     monkeypatch.setattr(query, "SPANS_PER_BUCKET", 50)
     monkeypatch.setattr(query, "SPANS_PER_QUERY", 150)
     with Store(path) as store:
