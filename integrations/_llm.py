@@ -121,18 +121,14 @@ def _scaled(value: Any, to_ms: float) -> float | None:
     return None if number is None else number * to_ms
 
 
-def _cached(details: Any) -> Any:
-    """``cached_tokens`` of a usage's ``*_tokens_details``, which is mostly absent."""
-    return None if details is None else get(details, "cached_tokens")
-
-
 def response_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
     """Token usage, server timings (ms) and the response model of a response, as span attributes.
 
     Usage comes in the OpenAI, Responses or Anthropic shapes; timings in any
     provider's dialect.  Timings in the body win; the headers (TGI's,
     ``openai-processing-ms``) are read only when the body has none.  Every LLM
-    call pays for this, so each model is read through one mapping, once.
+    call pays for this, so each model is read through one mapping, once, and
+    each field in line rather than through a helper call.
     """
     fields = fields_of(body)
     groq = fields.get("x_groq")
@@ -147,20 +143,20 @@ def response_attributes(body: Any, headers: Any = None) -> dict[str, Any]:
     outputs = field("completion_tokens")
     if outputs is None:
         outputs = field("output_tokens")
-    cached = _cached(field("prompt_tokens_details"))
+    details = field("prompt_tokens_details")
+    cached = None if details is None else get(details, "cached_tokens")
     if cached is None:
-        cached = _cached(field("input_tokens_details"))
-    if cached is None:
-        cached = field("cache_read_input_tokens")
-    found = {
-        key: int(value)
-        for key, value in (
-            (A.GEN_AI_USAGE_INPUT_TOKENS, inputs),
-            (A.GEN_AI_USAGE_OUTPUT_TOKENS, outputs),
-            (A.GEN_AI_USAGE_CACHED_INPUT_TOKENS, cached),
-        )
-        if isinstance(value, (int, float))
-    }
+        details = field("input_tokens_details")
+        cached = None if details is None else get(details, "cached_tokens")
+        if cached is None:
+            cached = field("cache_read_input_tokens")
+    found: dict[str, Any] = {}
+    if isinstance(inputs, (int, float)):
+        found[A.GEN_AI_USAGE_INPUT_TOKENS] = int(inputs)
+    if isinstance(outputs, (int, float)):
+        found[A.GEN_AI_USAGE_OUTPUT_TOKENS] = int(outputs)
+    if isinstance(cached, (int, float)):
+        found[A.GEN_AI_USAGE_CACHED_INPUT_TOKENS] = int(cached)
     timings = {} if _schema_only(body) else _body_timings(fields, groq_usage or usage)
     if headers and not timings:
         timings = header_timings(headers)

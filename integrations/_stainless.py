@@ -24,7 +24,9 @@ from typing import Any
 import wrapt
 from agentscope.integrations._llm import header_timings, joins_traces, provider_for, response_attributes
 from opentelemetry import baggage, propagate, trace
+from opentelemetry import context as otel_context
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.context import Context
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -103,6 +105,7 @@ class _Call:
     __slots__ = (
         "attempt_start",
         "call",
+        "context",
         "cpu0",
         "dialect",
         "headers",
@@ -115,9 +118,17 @@ class _Call:
     )
 
     def __init__(
-        self, rec: Recording | None, call: LLMCall | None, dialect: Dialect, kwargs: dict, joins: bool
+        self,
+        rec: Recording | None,
+        call: LLMCall | None,
+        dialect: Dialect,
+        kwargs: dict,
+        joins: bool,
+        context: Context | None,
     ) -> None:
         self.rec, self.call, self.dialect, self.kwargs = rec, call, dialect, kwargs
+        self.context = context
+        """The context the call was made in (its baggage is the call's)."""
         self.attempt_start = 0
         self.headers: Any = None
         self.request: Any = None
@@ -127,7 +138,7 @@ class _Call:
         none for a server that does not join the caller's trace."""
         self.token = _CALL.set(self)
         if rec is not None:
-            rec.enter()
+            rec.enter(context)
         self.t0, self.cpu0 = time.perf_counter_ns(), time.thread_time_ns()
 
     def failed(self, error: BaseException) -> None:
@@ -161,9 +172,9 @@ class _Call:
         return result
 
 
-def _peer_span(scopes: tuple[str, ...]) -> trace.Span | None:
-    """The current span if a peer instrumentation made it for this very call."""
-    span = trace.get_current_span()
+def _peer_span(scopes: tuple[str, ...], context: Context | None = None) -> trace.Span | None:
+    """The current span (of ``context``, where given) if a peer instrumentation made it for this very call."""
+    span = trace.get_current_span(context)
     if not scopes or not span.is_recording():
         return None
     scope = getattr(span, "instrumentation_scope", None)
@@ -189,25 +200,26 @@ def _prepared(operation: str, model: Any, provider: str) -> tuple[str, dict[str,
 
 def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: Dialect) -> _Call | None:
     """The call's bookkeeping, its span open and current; None (the call runs untouched) if opening its
-    span failed."""
-    rec, call = None, None
+    span failed.  The current context is read once, for the peer check, the span and the headers."""
+    rec, call, context = None, None, None
     try:
         provider, joins = _destination(getattr(instance, "_client", None))
         if not (dialect.skip_span or _peer_inside(wrapped, instance)):
+            context = otel_context.get_current()
             model = kwargs.get("model")
             model = model if model is None or isinstance(model, str) else str(model)
             name, attributes = _prepared(operation, model, provider)
-            peer = _peer_span(dialect.peer_scopes)
+            peer = _peer_span(dialect.peer_scopes, context)
             if peer is not None:
                 peer.set_attributes(attributes)
                 call = LLMCall(peer, getattr(peer, "start_time", now_ns()))
             else:
-                rec = start(name, "llm", attributes)
+                rec = start(name, "llm", attributes, context=context)
                 call = rec.llm if rec is not None else None
     except Exception as exc:
         report(f"opening a {dialect.library} span", exc)
         return None
-    return _Call(rec, call, dialect, kwargs, joins)
+    return _Call(rec, call, dialect, kwargs, joins, context)
 
 
 def call_sync(operation: str, dialect: Dialect) -> Callable[..., Any]:
@@ -467,26 +479,29 @@ def _default_propagators(textmap: Any) -> bool:
     return _DEFAULT_PROPAGATORS[1]
 
 
-def trace_headers(span: trace.Span | None = None) -> dict[str, str]:
+def trace_headers(span: trace.Span | None = None, parent: Context | None = None) -> dict[str, str]:
     """The current context as propagation headers, through the configured propagators.
 
     OpenTelemetry's default pair, with no baggage set, is formatted here directly: the same
     ``traceparent`` (and ``tracestate``) at a fifth of the cost of a trip through the propagators.
-    ``span`` is the current span, where the caller holds it.
+    ``span`` is the current span and ``parent`` the context it was made current in (whose baggage is
+    the current one's), where the caller holds them.
     """
     textmap = propagate.get_global_textmap()
-    if not _default_propagators(textmap) or baggage.get_all():
+    if not _default_propagators(textmap) or baggage.get_all(parent):
         headers: dict[str, str] = {}
         textmap.inject(headers)
         return headers
     context = (span or trace.get_current_span()).get_span_context()
-    if not context.is_valid:
+    # A SpanContext is a tuple: unpacked at once, not through six property calls.
+    trace_id, span_id, _, trace_flags, trace_state, is_valid = context
+    if not is_valid:
         return {}
-    flags = "01" if context.trace_flags == 1 else f"{context.trace_flags:02x}"
-    trace_id, span_id = context.trace_id.to_bytes(16, "big").hex(), context.span_id.to_bytes(8, "big").hex()
-    headers = {"traceparent": f"00-{trace_id}-{span_id}-{flags}"}  # half the cost of formatting the ints
-    if context.trace_state:
-        headers["tracestate"] = context.trace_state.to_header()
+    flags = "01" if trace_flags == 1 else f"{trace_flags:02x}"
+    trace_hex, span_hex = trace_id.to_bytes(16, "big").hex(), span_id.to_bytes(8, "big").hex()
+    headers = {"traceparent": f"00-{trace_hex}-{span_hex}-{flags}"}  # half the cost of formatting the ints
+    if trace_state:
+        headers["tracestate"] = trace_state.to_header()
     return headers
 
 
@@ -518,7 +533,10 @@ def attempt_begins(request: Any) -> _Call | None:
     try:
         headers = state.trace_headers
         if headers is None:
-            headers = state.trace_headers = trace_headers(state.rec.span if state.rec is not None else None)
+            rec = state.rec
+            headers = state.trace_headers = (
+                trace_headers(rec.span, state.context) if rec is not None else trace_headers()
+            )
         for key, value in headers.items():
             set_header(request.headers, key, value)
     except Exception as exc:

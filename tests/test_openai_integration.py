@@ -513,3 +513,23 @@ def test_the_apps_own_traceparent_is_replaced_by_the_calls(instrumented, sim):
     client.chat.completions.create(model="m", messages=MESSAGES)
     (llm,) = llm_spans(instrumented)
     assert sim.seen_headers[-1]["traceparent"].split("-")[2] == format(llm.context.span_id, "016x")
+
+
+def test_the_callers_parent_and_baggage_reach_a_self_hosted_server(instrumented, sim):
+    """The call reads the caller's context once, for its peer check, its span and its headers: the span
+    is the caller's span's child, and the caller's baggage goes to the server beside its traceparent."""
+    from opentelemetry import baggage, context
+
+    client = openai.OpenAI(base_url=sim.base_url, api_key="k")
+    token = context.attach(baggage.set_baggage("tenant", "acme"))
+    try:
+        with ags.span("handle ticket"):
+            client.chat.completions.create(model="m", messages=MESSAGES)
+    finally:
+        context.detach(token)
+    (llm,) = llm_spans(instrumented)
+    (outer,) = [s for s in instrumented.spans if s.name == "handle ticket"]
+    assert llm.parent.span_id == outer.context.span_id
+    sent = sim.seen_headers[-1]
+    assert sent["baggage"] == "tenant=acme"
+    assert sent["traceparent"].split("-")[2] == format(llm.context.span_id, "016x")

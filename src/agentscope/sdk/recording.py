@@ -17,6 +17,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 
 from agentscope import attributes as A
@@ -164,16 +165,17 @@ class Recording:
 
     __slots__ = ("_llm_token", "_task_token", "_token", "kind", "llm", "span", "task")
 
-    def __init__(self, span: trace.Span, kind: str) -> None:
+    def __init__(self, span: trace.Span, kind: str, start_ns: int) -> None:
         self.span = span
         self.kind = kind
         self.task: TaskState | None = TaskState() if kind == "task" else None
-        self.llm: LLMCall | None = LLMCall(span, span.start_time) if kind == "llm" else None
+        self.llm: LLMCall | None = LLMCall(span, start_ns) if kind == "llm" else None
 
-    def enter(self) -> None:
-        """Make this span current in the running context (until :meth:`exit`)."""
+    def enter(self, context: Context | None = None) -> None:
+        """Make this span current in the running context (until :meth:`exit`); ``context`` is that
+        context where the caller has read it already."""
         try:
-            self._token = otel_context.attach(trace.set_span_in_context(self.span))
+            self._token = otel_context.attach(trace.set_span_in_context(self.span, context))
             if self.task is not None:
                 self._task_token = _CURRENT_TASK.set(self.task)
             if self.llm is not None:
@@ -265,21 +267,28 @@ def with_kind(kind: str, attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def start(
-    name: str, kind: str, attributes: Mapping[str, Any], start_ns: int | None = None
+    name: str,
+    kind: str,
+    attributes: Mapping[str, Any],
+    start_ns: int | None = None,
+    context: Context | None = None,
 ) -> Recording | None:
     """Start a span of agentscope ``kind``; None when tracing is off or starting failed.
 
     ``attributes`` must already identify the kind (see :func:`with_kind`); ``start_ns``
-    backdates the span (an integration that learns of an attempt after it began).
+    backdates the span (an integration that learns of an attempt after it began).  ``context`` is the
+    current context where the caller has read it already: each lookup of it is a few calls deep, and
+    an integration on every LLM call reads it once for its peer check, its span and its headers.
     """
     try:
         attrs = {**attributes, **STATE.span_attributes, A.THREAD_ID: _thread_ident()}
         joined = STATE.open_spans.parent_context() if STATE.open_spans is not None else None
         start_time = start_ns or now_ns()
-        span = STATE.tracer.start_span(name, context=joined, attributes=attrs, start_time=start_time)
+        parent = context if joined is None else joined
+        span = STATE.tracer.start_span(name, context=parent, attributes=attrs, start_time=start_time)
         if not span.is_recording():
             return None
-        return Recording(span, kind)
+        return Recording(span, kind, start_time)
     except Exception as exc:
         report("starting a span", exc)
         return None
