@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,6 +44,10 @@ HOSTS = {
     "public API (api.groq.com)": "https://api.groq.com/v1",
 }
 WARMUP = 20
+LAYOUT = "CALL_INSTRUCTIONS_LAYOUT"
+"""An environment variable of as many characters as the layout's number: each length moves the process's
+memory, and with it the addresses that set and dict probing (context variables, weak references) depend
+on, by a few thousand instructions a call either way; the median over layouts is the figure."""
 
 
 def completion() -> bytes:
@@ -109,8 +114,8 @@ def run_case(case: str, base_url: str, calls: int) -> None:
     os._exit(0)
 
 
-def instructions(case: str, base_url: str, calls: int) -> int:
-    """Instructions the whole process executed for ``calls`` measured calls."""
+def instructions(case: str, base_url: str, calls: int, layout: int) -> int:
+    """Instructions the whole process executed for ``calls`` measured calls, in memory layout ``layout``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         # The count, written in a fixed width: under valgrind a process's memory layout follows the length
@@ -120,7 +125,7 @@ def instructions(case: str, base_url: str, calls: int) -> int:
         path = os.pathsep.join(
             filter(None, [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH")])
         )
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path}
+        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": path, LAYOUT: "x" * layout}
         subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *command],
             check=True,
@@ -138,6 +143,7 @@ def instructions(case: str, base_url: str, calls: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200, help="calls counted per case")
+    parser.add_argument("--layouts", type=int, default=3, help="memory layouts each case is counted in")
     parser.add_argument("--run", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -145,17 +151,35 @@ def main() -> None:
         run_case(args.run, args.base_url, args.calls)
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (Debian: apt-get install valgrind)")
-    print(f"Instructions per call (callgrind; {args.calls} calls counted per case, less none)")
-    print("| server | uninstrumented | added: floor | added: agentscope | × floor |")
-    print("|---|---:|---:|---:|---:|")
+    print(
+        f"Instructions per call (callgrind; {args.calls} calls counted per case, less none; "
+        f"medians of {args.layouts} memory layouts, and the range of × floor)"
+    )
+    print("| server | uninstrumented | added: floor | added: agentscope | × floor | × floor, each layout |")
+    print("|---|---:|---:|---:|---:|---|")
     for host, base_url in HOSTS.items():
-        per_call = {
-            case: (instructions(case, base_url, args.calls) - instructions(case, base_url, 0)) / args.calls
-            for case in CASES
-        }
-        base = per_call["uninstrumented"]
-        floor, ours = per_call["floor"] - base, per_call["agentscope"] - base
-        print(f"| {host} | {base:,.0f} | {floor:,.0f} | {ours:,.0f} | {ours / floor:.2f} |")
+        added: dict[str, list[float]] = {"uninstrumented": [], "floor": [], "agentscope": []}
+        for layout in range(args.layouts):
+            per_call = {
+                case: (
+                    instructions(case, base_url, args.calls, layout) - instructions(case, base_url, 0, layout)
+                )
+                / args.calls
+                for case in CASES
+            }
+            base = per_call["uninstrumented"]
+            added["uninstrumented"].append(base)
+            added["floor"].append(per_call["floor"] - base)
+            added["agentscope"].append(per_call["agentscope"] - base)
+        ratios = sorted(ours / floor for ours, floor in zip(added["agentscope"], added["floor"], strict=True))
+        base, floor, ours = (
+            statistics.median(added[case]) for case in ("uninstrumented", "floor", "agentscope")
+        )
+        print(
+            f"| {host} | {base:,.0f} | {floor:,.0f} | {ours:,.0f} | {statistics.median(ratios):.2f} | "
+            + ", ".join(f"{ratio:.2f}" for ratio in ratios)
+            + " |"
+        )
 
 
 if __name__ == "__main__":
