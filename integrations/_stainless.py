@@ -17,6 +17,7 @@ import operator
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -268,6 +269,13 @@ class StreamState:
     chunk (a thread-CPU read is a system call).  A stream finished on another
     thread, or an async stream, whose event loop runs other tasks between
     chunks, reports the CPU of the call that opened it.
+
+    The dialect reads every event until the first token; after it the proxy
+    only keeps the last three, which the dialect reads when the stream ends.
+    Usage and server timings come before the first token or in the last events
+    (Anthropic's ``message_start`` and ``message_delta``, OpenAI's finish and
+    usage chunks, the Responses API's ``response.completed``), and a stream's
+    long middle then costs a chunk count and a wait time each.
     """
 
     __slots__ = (
@@ -284,6 +292,7 @@ class StreamState:
         "seen",
         "state",
         "stepper",
+        "tail",
         "thread",
         "wait_ns",
     )
@@ -293,13 +302,15 @@ class StreamState:
     ) -> None:
         self.rec, self.call, self.state, self.dialect = rec, call, state, dialect
         self.seen = dialect.seen
-        """The dialect's reader of one event, called by the proxy for every chunk."""
+        """The dialect's reader of one event: of each until the first token, then of the last ones."""
         self.wait_ns, self.cpu0 = wait_ns, cpu0
         self.call_cpu_ns = time.thread_time_ns() - cpu0
         self.thread = threading.get_ident()
         self.chunks = 0
         self.first_seen = False
         self.bodies: list[Any] = []
+        self.tail: deque[Any] = deque(maxlen=3)
+        """The last events after the first token, read by the dialect when the stream ends."""
         self.done = False
         self.iterator: Any = None
         """The wrapped stream's iterator, kept here because a slot is quicker to read than a proxy's field."""
@@ -328,6 +339,8 @@ class StreamState:
             A.STREAM_WAIT_NS: self.wait_ns,
         }
         try:
+            for event in self.tail:
+                self.seen(self, event)
             for body in self.bodies:
                 extra.update(response_attributes(body, self.state.headers))
         except Exception as exc:
@@ -380,6 +393,7 @@ def _timed_chunks(
     iterator = tracked.iterator
     if iterator is None:
         iterator = tracked.iterator = iter(stream)
+    seen, keep = tracked.seen, tracked.tail.append
     while True:
         t0 = clock()
         try:
@@ -394,7 +408,10 @@ def _timed_chunks(
             raise
         tracked.wait_ns += clock() - t0
         tracked.chunks += 1
-        tracked.seen(tracked, chunk)
+        if tracked.first_seen:
+            keep(chunk)
+        else:
+            seen(tracked, chunk)
         yield chunk
 
 
@@ -427,7 +444,10 @@ class _AsyncStream(wrapt.ObjectProxy):
             raise
         tracked.wait_ns += time.perf_counter_ns() - t0
         tracked.chunks += 1
-        tracked.seen(tracked, chunk)
+        if tracked.first_seen:
+            tracked.tail.append(chunk)
+        else:
+            tracked.seen(tracked, chunk)
         return chunk
 
     async def close(self) -> None:

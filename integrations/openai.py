@@ -53,7 +53,7 @@ __all__ = ["OpenAIInstrumentor", "set_provider"]
 
 
 def _seen(tracked: StreamState, chunk: Any) -> None:
-    """Per chunk: only cheap reads of fields the chunk has; first token and usage are kept."""
+    """A chunk before the first token, or one of the last: cheap reads; first token and usage kept."""
     choices = getattr(chunk, "choices", None)
     if choices is None:  # a Responses API event
         event = getattr(chunk, "type", "") or ""

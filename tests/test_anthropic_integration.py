@@ -75,6 +75,8 @@ def test_calls_streams_and_retries_give_one_llm_span_each(tmp_path, sim):
     assert kinds["http"] >= 3 and kinds["backoff"] == kinds["http"] and parents == 2 * kinds["http"]
     assert all("sk-ant-secret" not in text for (text,) in llm)
     assert all(f'"{A.GEN_AI_USAGE_OUTPUT_TOKENS}":8' in text for (text,) in llm)
+    # a stream's input tokens come from its first event, message_start
+    assert all(f'"{A.GEN_AI_USAGE_INPUT_TOKENS}":' in text for (text,) in llm)
     mean = {row["category"]: row for row in report["mean"]}
     assert mean["retry"]["components"]["failed"] > 0 and mean["retry"]["components"]["backoff"] > 0
     assert mean["inference"]["ms"] > 40
