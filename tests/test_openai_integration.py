@@ -383,6 +383,48 @@ def test_async_client_stream_and_call(instrumented, sim):
     assert spans[1].attributes[A.STREAMED] is True and spans[1].attributes[A.GEN_AI_RESPONSE_TTFC] > 0.03
 
 
+@pytest.mark.parametrize("how", ["close", "with", "dropped"])
+def test_async_stream_left_early_ends_its_span_once(instrumented, sim, how):
+    async def main():
+        client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
+        stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        if how == "with":
+            async with stream:
+                async for _ in stream:
+                    break
+        else:
+            async for _ in stream:
+                break
+            if how == "close":
+                await stream.close()
+                await stream.close()
+            else:
+                del stream
+                gc.collect()
+
+    asyncio.run(main())
+    (span,) = llm_spans(instrumented)
+    assert span.attributes[A.STREAM_CHUNKS] == 1
+
+
+def test_anext_then_an_async_loop_read_one_stream_and_end_its_span_once(instrumented, sim):
+    async def main():
+        client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="k")
+        stream = await client.chat.completions.create(model="m", messages=MESSAGES, stream=True)
+        first, second = await anext(stream), await stream.__anext__()
+        rest = [chunk async for chunk in stream]
+        with pytest.raises(StopAsyncIteration):
+            await anext(stream)
+        return first, second, rest
+
+    first, second, rest = asyncio.run(main())
+    assert first.choices[0].delta.role == "assistant" and second.choices[0].delta.content
+    assert len(rest) == 8
+    (span,) = llm_spans(instrumented)
+    assert span.attributes[A.STREAM_CHUNKS] == 8 + 2
+    assert span.attributes[A.GEN_AI_RESPONSE_TTFC] > 0
+
+
 def test_uninstrument_restores_the_sdk(captured, sim):
     from openai.resources.chat.completions import Completions
 
