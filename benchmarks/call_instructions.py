@@ -1,6 +1,6 @@
 """Instructions per openai call: agentscope against a bare OTel span, counted by callgrind.
 
-    python benchmarks/call_instructions.py [--calls 200]
+    python benchmarks/call_instructions.py [--calls 200] [--streams 5 --chunks 200] [--layouts 3]
 
 The timed benchmark (openai_overhead.py) measures CPU time, which on a shared
 two-core machine moves by tens of percent between runs.  Here each case runs in
@@ -19,7 +19,9 @@ before it.  Cases: the uninstrumented SDK; agentscope's instrumentation; and
 the floor, a bare OTel span made current around the call with the same
 attributes (openai_overhead.py's).  Each with the client pointed at a
 self-hosted server on loopback (agentscope sends it ``traceparent``) and at a
-public API's host (no ``traceparent``).
+public API's host (no ``traceparent``).  And streamed (``--streams``): the
+server writes ``--chunks`` content chunks, one event a read, and the caller
+reads the whole stream (the floor's span open and current until it ends).
 
 An earlier checkout is counted by putting its package first on ``PYTHONPATH``
 (this directory is put before it, for the benchmark's own modules).
@@ -75,8 +77,29 @@ def completion() -> bytes:
     ).encode()
 
 
-def run_case(case: str, base_url: str, calls: int) -> None:
-    """The measured process: ``WARMUP + calls`` calls of ``case``, then exit at once."""
+def stream(chunks: int) -> list[bytes]:
+    """The simulated provider's streamed completion of ``chunks`` content chunks, one event a read as a
+    server writes them (OpenAI's SSE, with the role chunk first and the finish and usage chunks last)."""
+
+    def event(choices: list[dict], usage: dict | None = None) -> bytes:
+        chunk = {"id": "chatcmpl-req_1", "object": "chat.completion.chunk", "created": 1, "model": "m"}
+        return b"data: " + json.dumps({**chunk, "choices": choices, "usage": usage}).encode() + b"\n\n"
+
+    def delta(delta: dict, finish: str | None = None) -> list[dict]:
+        return [{"index": 0, "delta": delta, "finish_reason": finish}]
+
+    usage = json.loads(completion())["usage"]
+    return [
+        event(delta({"role": "assistant", "content": ""})),
+        *(event(delta({"content": f"w{index} "})) for index in range(chunks)),
+        event(delta({}, "stop")),
+        event([], usage),
+        b"data: [DONE]\n\n",
+    ]
+
+
+def run_case(case: str, base_url: str, calls: int, chunks: int) -> None:
+    """The measured process: ``WARMUP + calls`` calls of ``case`` (streamed if ``chunks``), then exit."""
     import httpx2
     import openai
     from agentscope.integrations.openai import OpenAIInstrumentor
@@ -86,9 +109,12 @@ def run_case(case: str, base_url: str, calls: int) -> None:
     import agentscope as ags
     from agentscope.sdk.state import STATE
 
-    body = completion()
-    headers = {"content-type": "application/json", "x-request-id": "req_1"}
-    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, content=body, headers=headers))
+    events, body = stream(chunks), completion()
+    kind = "text/event-stream" if chunks else "application/json"
+    headers = {"content-type": kind, "x-request-id": "req_1"}
+    transport = httpx2.MockTransport(
+        lambda request: httpx2.Response(200, content=iter(events) if chunks else body, headers=headers)
+    )
     exporter = BatchSpanProcessor(DropExporter(), schedule_delay_millis=10**7, max_queue_size=10**6)
     ags.init(store=None, instrument=False, span_processors=[exporter])
     client = openai.OpenAI(base_url=base_url, api_key="k", http_client=httpx2.Client(transport=transport))
@@ -97,13 +123,20 @@ def run_case(case: str, base_url: str, calls: int) -> None:
     if case == "agentscope":
         OpenAIInstrumentor().instrument()
 
+    def call() -> None:
+        if chunks:
+            for _ in resource.create(model="m", messages=messages, max_tokens=chunks, stream=True):
+                pass
+        else:
+            resource.create(model="m", messages=messages, max_tokens=10)
+
     def one() -> None:
         if case == "floor":
             with tracer.start_as_current_span("chat m", attributes=START_ATTRIBUTES) as span:
-                resource.create(model="m", messages=messages, max_tokens=10)
+                call()
                 span.set_attributes(END_ATTRIBUTES)
         else:
-            resource.create(model="m", messages=messages, max_tokens=10)
+            call()
 
     for _ in range(WARMUP):
         one()
@@ -114,14 +147,15 @@ def run_case(case: str, base_url: str, calls: int) -> None:
     os._exit(0)
 
 
-def instructions(case: str, base_url: str, calls: int, layout: int) -> int:
+def instructions(case: str, base_url: str, calls: int, chunks: int, layout: int) -> int:
     """Instructions the whole process executed for ``calls`` measured calls, in memory layout ``layout``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         # The count, written in a fixed width: under valgrind a process's memory layout follows the length
         # of its arguments, and with it the start-up's dict and set probing, by up to 5 million
         # instructions between "0" and "200" — 25,000 a call that would not cancel.
-        command = [sys.executable, __file__, "--run", case, "--base-url", base_url, "--calls", f"{calls:06d}"]
+        command = [sys.executable, __file__, "--run", case, "--base-url", base_url]
+        command += ["--calls", f"{calls:06d}", "--chunks", f"{chunks:06d}"]
         path = os.pathsep.join(
             filter(None, [os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH")])
         )
@@ -142,29 +176,36 @@ def instructions(case: str, base_url: str, calls: int, layout: int) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200, help="calls counted per case")
+    parser.add_argument("--calls", type=int, default=200, help="non-streamed calls counted per case")
+    parser.add_argument("--streams", type=int, default=5, help="streamed calls counted per case (0: none)")
+    parser.add_argument("--chunks", type=int, default=200, help="content chunks of each streamed call")
     parser.add_argument("--layouts", type=int, default=3, help="memory layouts each case is counted in")
     parser.add_argument("--run", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--base-url", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run:
-        run_case(args.run, args.base_url, args.calls)
+        run_case(args.run, args.base_url, args.calls, args.chunks)
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed (Debian: apt-get install valgrind)")
+    rows = [(host, base_url, args.calls, 0) for host, base_url in HOSTS.items()]
+    if args.streams:
+        host, base_url = next(iter(HOSTS.items()))
+        rows.append((f"{host}, streamed, {args.chunks} chunks", base_url, args.streams, args.chunks))
     print(
-        f"Instructions per call (callgrind; {args.calls} calls counted per case, less none; "
-        f"medians of {args.layouts} memory layouts, and the range of × floor)"
+        f"Instructions per call (callgrind; {args.calls} calls and {args.streams} streams counted per case, "
+        f"less none; medians of {args.layouts} memory layouts, and the range of × floor)"
     )
     print("| server | uninstrumented | added: floor | added: agentscope | × floor | × floor, each layout |")
     print("|---|---:|---:|---:|---:|---|")
-    for host, base_url in HOSTS.items():
+    for host, base_url, calls, chunks in rows:
         added: dict[str, list[float]] = {"uninstrumented": [], "floor": [], "agentscope": []}
         for layout in range(args.layouts):
             per_call = {
                 case: (
-                    instructions(case, base_url, args.calls, layout) - instructions(case, base_url, 0, layout)
+                    instructions(case, base_url, calls, chunks, layout)
+                    - instructions(case, base_url, 0, chunks, layout)
                 )
-                / args.calls
+                / calls
                 for case in CASES
             }
             base = per_call["uninstrumented"]
