@@ -452,7 +452,8 @@ class _AsyncStream(wrapt.ObjectProxy):
 async def _timed_events(
     tracked: StreamState, stream: Any, keep_alive: Any = None, clock: Callable[[], float] = time.perf_counter
 ) -> AsyncIterator[Any]:
-    """The async counterpart of :func:`_timed_chunks`."""
+    """The async counterpart of :func:`_timed_chunks`, whose loop it repeats line for line: a helper
+    both called would be a call a chunk, the cost these loops are kept in line to avoid."""
     iterator = tracked.iterator
     if iterator is None:
         iterator = tracked.iterator = stream.__aiter__()
