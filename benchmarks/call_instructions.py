@@ -22,6 +22,9 @@ self-hosted server on loopback (agentscope sends it ``traceparent``) and at a
 public API's host (no ``traceparent``).  And streamed (``--streams``): the
 server writes ``--chunks`` content chunks, one event a read, and the caller
 reads the whole stream (the floor's span open and current until it ends).
+A stream's count moves with the memory layout by more than the stream proxy
+costs (the SDK allocates and frees a model per chunk; docs/performance.md), so
+read its row over several layouts; stream_proxy.py times the proxy alone.
 
 An earlier checkout is counted by putting its package first on ``PYTHONPATH``
 (this directory is put before it, for the benchmark's own modules).
