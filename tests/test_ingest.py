@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from functools import partial
+from pathlib import Path
 
 import clirun
 import pytest
@@ -317,6 +318,13 @@ def test_unknown_and_missing_files_are_reported(tmp_path):
     assert "nope.jsonl: no such file or folder" in reasons
 
 
+def _written(store_path: Path) -> int:
+    """Bytes an ingest has written to the store: an ingest keeps the file between batches and
+    checkpoints its log into it only now and then, so its progress shows in the log first."""
+    wal = store_path.with_name(store_path.name + ".wal")
+    return sum(p.stat().st_size for p in (store_path, wal) if p.exists())
+
+
 def test_a_killed_ingest_leaves_whole_batches_and_can_be_redone(tmp_path):
     path = tmp_path / "big.jsonl"
     with path.open("w") as out:
@@ -329,7 +337,7 @@ def test_a_killed_ingest_leaves_whole_batches_and_can_be_redone(tmp_path):
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (not store_path.exists() or store_path.stat().st_size < 2_000_000):
+    while time.monotonic() < deadline and _written(store_path) < 2_000_000:
         time.sleep(0.05)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
@@ -355,13 +363,8 @@ def test_ctrl_c_stops_ingest_with_whole_batches_and_no_traceback(tmp_path):
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    wal = store_path.with_name(store_path.name + ".wal")
-
-    def written() -> int:  # an ingest keeps the file between batches, so its progress shows in the log first
-        return sum(p.stat().st_size for p in (store_path, wal) if p.exists())
-
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and written() < 500_000 and process.poll() is None:
+    while time.monotonic() < deadline and _written(store_path) < 500_000 and process.poll() is None:
         time.sleep(0.01)  # the first batch of three is in: interrupt the second
     for _ in range(3):  # a Ctrl-C that lands as DuckDB ends a parse query can be lost: press it again
         process.send_signal(signal.SIGINT)
