@@ -281,6 +281,25 @@ def test_lines_the_query_cannot_take_exactly_go_to_the_python_reader():
     assert python[(TRACE, "3" * 16)]["attributes"] == {"a": 2}
 
 
+@pytest.mark.parametrize("where", ["resource", "scope", "span"])
+@pytest.mark.parametrize("odd", [None, 5, "text", []])
+def test_a_resource_scope_or_span_that_is_not_an_object_sends_its_whole_line_to_the_python_reader(where, odd):
+    good_span = {"traceId": TRACE, "startTimeUnixNano": 1, "endTimeUnixNano": 2}
+    request = otlp_request([{**good_span, "spanId": "1" * 16, "name": "kept"}])
+    resource_spans = request["resourceSpans"]
+    if where == "resource":
+        resource_spans.append(odd)
+    elif where == "scope":
+        resource_spans[0]["scopeSpans"].append(odd)
+    else:
+        resource_spans[0]["scopeSpans"][0]["spans"].append(odd)
+    other = otlp_request([{**good_span, "spanId": "2" * 16, "name": "other"}])
+    fast, python, routed = both_readers([dumps(request), dumps(other)])
+    assert routed == [1]
+    assert list(fast) == [(TRACE, "2" * 16)]
+    assert python[(TRACE, "1" * 16)]["name"] == "kept"  # the Python reader keeps the good span
+
+
 def _one_span_lines(first: int, count: int) -> list[bytes]:
     return [
         (

@@ -149,6 +149,12 @@ def is_sensitive(key: str) -> bool:
     return any(part in lowered for part in SENSITIVE_KEY_PARTS)
 
 
+def sensitive_pattern() -> str:
+    """:data:`SENSITIVE_KEY_PARTS` as one regular expression (RE2 and Python ``re`` alike), to find in a
+    lowered key."""
+    return "|".join(re.escape(part) for part in SENSITIVE_KEY_PARTS)
+
+
 def sensitive_sql(key: str) -> str:
     """:func:`is_sensitive` as a DuckDB condition on the key expression ``key`` (one lowering, one scan)."""
-    return f"regexp_matches(lower({key}), '{'|'.join(re.escape(part) for part in SENSITIVE_KEY_PARTS)}')"
+    return f"regexp_matches(lower({key}), '{sensitive_pattern()}')"

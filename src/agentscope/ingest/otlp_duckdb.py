@@ -176,13 +176,15 @@ def _entries_sql(attributes: str) -> str:
     )
 
 
-def _value_of_sql(key: str, field: str = "s") -> str:
-    """Field ``field`` of the span's first entry with key ``key`` (a SQL literal); NULL if absent.
+def _value_of_sql(key: str) -> str:
+    """The string (or integer's text) of the span's first attribute with key ``key`` (a SQL literal);
+    NULL if absent.
 
     ``list_position`` over the span's keys, not a lambda over its entries: this runs
-    for every span, and most spans lack most keys.
+    for every span, and most spans lack most keys.  And indexed in the list of the
+    strings alone: an entry taken whole would copy its key and JSON value as well.
     """
-    return f"entries[list_position(keys, {key})].{field}"
+    return f"strings[list_position(keys, {key})]"
 
 
 def _column_sql(key: str) -> str:
@@ -202,13 +204,12 @@ def _json_object_sql(*lists: str) -> str:
     return f"'{{' || array_to_string(list_concat({members}), ',') || '}}'"
 
 
-_WHOLE = (
-    "list_bool_and(list_transform(r.resourceSpans, lambda rs: rs IS NOT NULL AND "
-    "list_bool_and(list_transform(coalesce(rs.scopeSpans, []), lambda ss: ss IS NOT NULL)) IS NOT false)) "
-    "IS NOT false"
-)
-"""Every resource and scope of the request is an object (else the Python reader names the fault); a span
-that is not one comes out of the unnest as NULL, which fails the span's own checks."""
+_OR_NULL = "CASE WHEN {0} IS NULL AND {1} IS NULL THEN [NULL] ELSE {1} END"
+"""The list to unnest from a resource or scope: ``{1}``, its list; or, where it has neither that list nor
+``{0}`` (its resource or scope object), one NULL, which comes out of the unnests as a span that fails the
+span's checks, so that the line goes to the Python reader, which names the fault.  ``from_json`` reads an
+entry that is not an object (a number, a string, a list) as an object with no fields, which an empty one
+also is; the Python reader tells them apart.  A span that is not an object fails its checks alike."""
 _KEYS_AFTER_ALIASES = "list_concat(keys, list_transform(aliases, lambda a: a.k))"
 """The span's keys with those the aliases add, as the Python classifier sees them."""
 _HEX_ID = "regexp_full_match({0}, '[0-9a-f]{{{1}}}') AND NOT regexp_full_match({0}, '0+')"
@@ -217,19 +218,21 @@ _QUERY = f"""
 WITH parsed AS (
   SELECT line, try(from_json(text, '{STRUCTURE}')) AS r FROM lines  -- NULL if not JSON: no spans
 ), resources AS (
-  SELECT line, {_WHOLE} AS whole, unnest(r.resourceSpans) AS rs FROM parsed
+  SELECT line, unnest(r.resourceSpans) AS rs FROM parsed
 ), described AS (
-  SELECT line, whole, rs, {_entries_sql("rs.resource.attributes")} AS resource FROM resources
+  SELECT line, rs, {_entries_sql("rs.resource.attributes")} AS resource FROM resources
 ), scopes AS (
-  SELECT line, whole,
+  SELECT line,
     list_filter(resource, lambda x: x.k = '{A.SERVICE_NAME}')[1] AS service_entry,
     list_bool_or(list_transform(resource, lambda x: x.k IS NULL)) IS NOT true AS resource_ok,
-    unnest(rs.scopeSpans) AS ss
+    unnest({_OR_NULL.format("rs.resource", "rs.scopeSpans")}) AS ss
   FROM described
 ), spans AS (
-  SELECT line, whole, service_entry, resource_ok, ss.scope.name AS scope, unnest(ss.spans) AS s FROM scopes
+  SELECT line, service_entry, resource_ok, ss.scope.name AS scope,
+    unnest({_OR_NULL.format("ss.scope", "ss.spans")}) AS s
+  FROM scopes
 ), fields AS (
-  SELECT line, whole, service_entry, resource_ok,
+  SELECT line, service_entry, resource_ok,
     lower(s.traceId) AS trace_id,
     lower(s.spanId) AS span_id,
     CASE WHEN s.parentSpanId IS NULL OR regexp_full_match(s.parentSpanId, '0*') THEN NULL
@@ -245,12 +248,13 @@ WITH parsed AS (
     {_entries_sql("s.attributes")} AS entries
   FROM spans
 ), keyed AS (
-  SELECT *, list_transform(entries, lambda x: x.k) AS keys FROM fields
+  SELECT *, list_transform(entries, lambda x: x.k) AS keys, list_transform(entries, lambda x: x.s) AS strings
+  FROM fields
 ), filtered AS (
   SELECT *,
     len(list_distinct(keys)) = len(keys) AS entries_ok,  -- no key unread (NULL), none repeated
     CASE WHEN list_has_any(keys, ['{A.CPU_NS}', '{A.THREAD_ID}'])
-           OR {A.sensitive_sql("array_to_string(keys, chr(10))")}{{content_any}}
+           OR regexp_matches(array_to_string(keys, chr(10)), '{{dropped_any}}')
       THEN list_filter(entries, lambda x: x.k NOT IN ('{A.CPU_NS}', '{A.THREAD_ID}')
         AND NOT {A.sensitive_sql("x.k")}{{content_each}})
       ELSE entries END AS kept
@@ -264,7 +268,7 @@ WITH parsed AS (
 )
 SELECT line,
   coalesce(
-  whole AND resource_ok AND entries_ok
+  resource_ok AND entries_ok
   AND {_HEX_ID.format("trace_id", 32)} AND {_HEX_ID.format("span_id", 16)}
   AND (parent_id IS NULL OR regexp_full_match(parent_id, '[0-9a-f]{{16}}'))
   AND name_type = 'VARCHAR' AND start_ns > 0 AND end_ns >= start_ns
@@ -286,10 +290,16 @@ _CONTENT = A.content_pattern()
 @functools.lru_cache(maxsize=2)
 def query(keep_content: bool) -> str:
     """The parse query; content attributes (:func:`agentscope.attributes.is_content`) are dropped from
-    the stored JSON unless ``keep_content`` (the kind is judged on every key either way)."""
-    any_content = f"\n           OR regexp_matches(array_to_string(keys, chr(10)), '(?m){_CONTENT}')"
+    the stored JSON unless ``keep_content`` (the kind is judged on every key either way).
+
+    Whether a span may have an attribute to drop is one scan of its keys joined by newlines, the
+    sensitive parts matched regardless of case and the content keys one a line; only the entries of a
+    span that has one are judged one by one, the sensitive parts in the lowered key.  Two scans and a
+    lowering of every span's keys took twice as long as this one.
+    """
+    dropped_any = f"(?m)(?i:{A.sensitive_pattern()})" + ("" if keep_content else f"|{_CONTENT}")
     each_content = f" AND NOT regexp_matches(x.k, '{_CONTENT}')"
-    return _QUERY.replace("{content_any}", "" if keep_content else any_content).replace(
+    return _QUERY.replace("{dropped_any}", dropped_any).replace(
         "{content_each}", "" if keep_content else each_content
     )
 
