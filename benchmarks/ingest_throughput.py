@@ -15,7 +15,7 @@ in a fresh child process:
 - DuckDB ``read_json`` with an explicit schema and ``records=true``, spans
   unnested into a flat table: the practical ceiling on this machine.
 
-Prints spans/s and peak RSS for both, and the ratio.
+Prints spans/s and peak RSS for both, the ratio, and the store's size (the baseline's in brackets).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 from shapes import SHAPES, write_file
 
 AGENTSCOPE = """
-import json, resource, sys, time
+import json, os, resource, sys, time
 from pathlib import Path
 from agentscope.ingest import ingest
 from agentscope.store import Store
@@ -47,7 +47,8 @@ else:
         summary = ingest(store, [Path(sys.argv[1])])
         stored = store.span_count()
 print(json.dumps({"seconds": time.perf_counter() - t0, "stored": stored, "ok": summary.ok,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "store_mb": os.path.getsize(sys.argv[2]) / 1e6}))
 """
 
 DUCKDB = """
@@ -101,9 +102,10 @@ def main() -> None:
     before = " | baseline ingest spans/s | ratio" if args.baseline_python else ""
     print(
         "| shape | spans | file (MB) | DuckDB read_json spans/s | agentscope ingest spans/s | ratio | "
-        f"shared store (the CLI) spans/s | ratio{before} | RSS read_json (MB) | RSS ingest (MB) |"
+        f"shared store (the CLI) spans/s | ratio{before} | RSS read_json (MB) | RSS ingest (MB) "
+        "| store (MB) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if before else "") + "---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if before else "") + "---:|---:|---:|")
     for shape, size in ((shape, size) for shape in args.shapes for size in args.sizes):
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "spans.jsonl"
@@ -127,7 +129,9 @@ def main() -> None:
                     f"{spans / baseline['seconds']:,.0f}",
                     f"{spans / baseline['seconds'] / duck_rate:.2f}",
                 ]
-            cells += [f"{duck['rss_mb']:.0f}", f"{ours['rss_mb']:.0f}"]
+            cells += [f"{duck['rss_mb']:.0f}", f"{ours['rss_mb']:.0f}", f"{ours['store_mb']:.0f}"]
+            if args.baseline_python:
+                cells[-1] += f" ({baseline['store_mb']:.0f})"
             print("| " + " | ".join(cells) + " |")
 
 

@@ -15,6 +15,12 @@ check (ids, times, names, attribute keys and values, sizes), a value kind the
 query does not read (kvlist, bytes, nested arrays), an escaped control character,
 a repeated attribute key, or a span that appears twice in the block.  Either way
 a span gets the same row, byte for byte.
+
+One limit: ``from_json`` reads a container of the wrong type inside a span (attributes
+given as an object or a number, a status that is a number) as an absent one, so the
+query takes such a span without its attributes or status, where the Python reader
+names the fault and skips the span.  Telling them apart would take a second parse of
+every line, or a scan of every block for each such shape; exporters do not write them.
 """
 
 from __future__ import annotations
