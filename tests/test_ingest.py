@@ -30,6 +30,7 @@ import agentscope as ags
 from agentscope.ingest import ingest
 from agentscope.ingest.batching import BATCH_ROWS
 from agentscope.store import Store
+from agentscope.store.shared import SharedStore
 
 cli = partial(clirun.cli, columns=200)
 
@@ -305,6 +306,26 @@ def test_a_50_mb_attribute_is_cut_and_reported_not_loaded_whole(tmp_path):
         (size,) = store.con.execute("SELECT length(attributes) FROM spans WHERE name='big'").fetchall()[0]
     assert size < 2 * 1024 * 1024
     assert any("huge.jsonl:2: attribute value cut" in str(p) for p in summary.problems)
+
+
+def test_an_ingest_writes_on_one_thread_and_gives_the_store_its_threads_back(tmp_path, monkeypatch):
+    path = tmp_path / "trace.jsonl"
+    path.write_text(dumps(agent_trace_otlp()) + "\n")
+    seen = []
+    insert = Store.insert
+
+    def watched(self, batch):
+        seen.append(self.con.execute("SELECT current_setting('threads')").fetchall()[0][0])
+        return insert(self, batch)
+
+    monkeypatch.setattr(Store, "insert", watched)
+    with Store(tmp_path / "held.duckdb") as store:
+        before = store.con.execute("SELECT current_setting('threads')").fetchall()[0][0]
+        assert before > 1
+        assert ingest(store, [path]).stored == 3
+        assert store.con.execute("SELECT current_setting('threads')").fetchall()[0][0] == before
+    assert ingest(SharedStore(tmp_path / "shared.duckdb"), [path]).stored == 3
+    assert seen == [1, 1]
 
 
 def test_unknown_and_missing_files_are_reported(tmp_path):

@@ -14,7 +14,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import closing, nullcontext
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -315,12 +315,13 @@ def ingest(
     ``store`` is a :class:`Store` this process holds, or a :class:`SharedStore`
     file that other processes use too: the file is then kept from one batch to the
     next only while no other process waits for it (:meth:`SharedStore.holding`).
+    Either way the store's writes keep to one thread (:meth:`Store.one_thread`).
     Prompts, completions and query text are dropped unless ``keep_content``.
     """
     summary = IngestSummary()
     started = time.perf_counter()
     traces: set[str] = set()
-    with store.holding() if isinstance(store, SharedStore) else nullcontext():
+    with store.holding() if isinstance(store, SharedStore) else store.one_thread():
         _ingest_paths(store, [Path(path) for path in paths], progress, summary, traces, keep_content)
     summary.seconds = time.perf_counter() - started
     return summary

@@ -29,7 +29,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -386,16 +386,18 @@ class _Held:
     def __init__(self, shared: SharedStore, timeout_s: float) -> None:
         self.shared = shared
         self.timeout_s = timeout_s
-        self._session: AbstractContextManager[Store] | None = None
+        self._session: ExitStack | None = None
         self._store: Store | None = None
 
     def acquire(self) -> Store:
+        """The held store, opened for the run's writes on one thread (:meth:`Store.one_thread`)."""
         if self._store is None:
             self.shared._held, held = None, self.shared._held  # a plain write while taking the file
             try:
-                session = self.shared.writing(self.timeout_s)
-                self._store = session.__enter__()
-                self._session = session
+                with ExitStack() as session:
+                    store = session.enter_context(self.shared.writing(self.timeout_s))
+                    session.enter_context(store.one_thread())
+                    self._session, self._store = session.pop_all(), store
             finally:
                 self.shared._held = held
         return self._store
@@ -403,4 +405,4 @@ class _Held:
     def release(self) -> None:
         session, self._session, self._store = self._session, None, None
         if session is not None:
-            session.__exit__(None, None, None)
+            session.close()
