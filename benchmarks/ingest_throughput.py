@@ -1,7 +1,7 @@
 """Ingest throughput: agentscope ingest of OTLP JSON lines next to DuckDB's own read_json.
 
     python benchmarks/ingest_throughput.py [--sizes 200000 1000000] [--shapes rich minimal]
-                                           [--spans-per-line N] [--baseline-python PATH]
+                                           [--spans-per-line N] [--baseline-python PATH] [--repeat N]
 
 Generates OTLP JSON lines of agent traces in each shape of ``shapes.py`` — ``rich``
 (the default: attributes as real SDKs write them, 200 spans a line) and
@@ -15,7 +15,8 @@ in a fresh child process:
 - DuckDB ``read_json`` with an explicit schema and ``records=true``, spans
   unnested into a flat table: the practical ceiling on this machine.
 
-Prints spans/s and peak RSS for both, the ratio, and the store's size (the baseline's in brackets).
+Prints spans/s and peak RSS for both, the ratio, and the store's size (the baseline's in brackets);
+with ``--repeat N`` every reader runs N times, in turn, and each figure is its median run's.
 """
 
 from __future__ import annotations
@@ -89,6 +90,11 @@ def run(code: str, *args: str, python: str = sys.executable) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median time among ``runs`` (their peak RSS and store size come with it)."""
+    return sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[200_000, 1_000_000])
@@ -97,6 +103,12 @@ def main() -> None:
     parser.add_argument(
         "--baseline-python",
         help="also ingest into a held store with another checkout's interpreter, in the same run",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run every reader this many times, in turn, and report each one's median",
     )
     args = parser.parse_args()
     before = " | baseline ingest spans/s | ratio" if args.baseline_python else ""
@@ -111,20 +123,29 @@ def main() -> None:
             path = Path(tmp) / "spans.jsonl"
             spans = write_file(path, shape, size, args.spans_per_line)
             mb = path.stat().st_size / 1e6
-            duck = run(DUCKDB, str(path), os.path.join(tmp, "flat.duckdb"))
-            ours = run(AGENTSCOPE, str(path), os.path.join(tmp, "store.duckdb"), "held")
-            shared = run(AGENTSCOPE, str(path), os.path.join(tmp, "shared.duckdb"), "shared")
-            assert (
-                ours["stored"] == shared["stored"] == duck["stored"] == spans and ours["ok"] and shared["ok"]
-            )
+            readers = {
+                "duck": (DUCKDB, "flat", (), sys.executable),
+                "ours": (AGENTSCOPE, "store", ("held",), sys.executable),
+                "shared": (AGENTSCOPE, "shared", ("shared",), sys.executable),
+            }
+            if args.baseline_python:
+                readers["baseline"] = (AGENTSCOPE, "before", ("held",), args.baseline_python)
+            runs: dict[str, list[dict]] = {name: [] for name in readers}
+            for _ in range(args.repeat):  # in turn, so that a slow spell of the machine hits them all
+                for name, (code, store, extra, python) in readers.items():
+                    target = os.path.join(tmp, f"{store}.duckdb")
+                    result = run(code, str(path), target, *extra, python=python)
+                    assert result["stored"] == spans and result["ok"], (name, result)
+                    runs[name].append(result)
+                    for leftover in Path(tmp).glob(f"{store}.duckdb*"):  # the file, its lock files
+                        leftover.unlink()
+            duck, ours, shared = (median_run(runs[name]) for name in ("duck", "ours", "shared"))
             duck_rate, our_rate = spans / duck["seconds"], spans / ours["seconds"]
             shared_rate = spans / shared["seconds"]
             cells = [shape, f"{spans:,}", f"{mb:,.0f}", f"{duck_rate:,.0f}", f"{our_rate:,.0f}"]
             cells += [f"{our_rate / duck_rate:.2f}", f"{shared_rate:,.0f}", f"{shared_rate / duck_rate:.2f}"]
             if args.baseline_python:
-                store = os.path.join(tmp, "before.duckdb")
-                baseline = run(AGENTSCOPE, str(path), store, "held", python=args.baseline_python)
-                assert baseline["stored"] == spans
+                baseline = median_run(runs["baseline"])
                 cells += [
                     f"{spans / baseline['seconds']:,.0f}",
                     f"{spans / baseline['seconds'] / duck_rate:.2f}",
