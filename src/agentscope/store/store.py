@@ -285,8 +285,8 @@ class Store:
 
         An insert of a batch gains little from DuckDB's other threads and pays for handing them
         work; beside the parser, whose threads then keep the cores, an ingest of 200,000 rich
-        spans took 6-18% less time.  Set once for the run: setting it at every insert restarts
-        DuckDB's threads each time, which cost what it saved.
+        spans took 3.5-4.1 s instead of 4.5-4.9 s (alternating runs).  Set once for the run:
+        setting it at every insert restarts DuckDB's threads each time, which cost what it saved.
         """
         ((threads,),) = self.con.execute("SELECT current_setting('threads')").fetchall()
         self.con.execute("SET threads = 1")
