@@ -7,7 +7,7 @@ import json
 import warnings
 
 import pytest
-from harness import MODEL, TOOLS, measure, prompt_for, require
+from harness import MODEL, TOOLS, assert_model_time, measure, prompt_for, require
 
 require("langgraph")
 require("langchain_openai")
@@ -120,7 +120,7 @@ def test_langgraph_traced_to_langsmith_reads_back_with_the_same_answers(
     measured.check_sequential()
     for truth, result in measured.pairs("streamed"):  # the first new_token event splits the call
         assert result.components[measured_index("inference.decode")] > 0
-        assert measured.model_ms(result) == pytest.approx(truth.model_ms, rel=0.10)
+        assert_model_time(measured.model_ms(result), truth.model_ms, len(truth.served), "streamed")
     for _, result in measured.pairs("sequential"):
         assert result.llm_calls == 4 and result.input_tokens > 0 and result.output_tokens > 0
     measured.check_hidden_retries()
