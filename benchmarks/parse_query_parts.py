@@ -9,6 +9,10 @@ CPU, not how well it spreads over cores.  Then the same query with one part
 replaced by a constant or a simpler expression: what the whole loses is that
 part's cost (the rows it gives are wrong; only the time counts).  Medians of
 ``--repeat`` runs, each variant in turn with the others.
+
+The parts are found in the query's text through the helpers that write them, so a change to the
+query that moves or rewrites a part stops this script with the part's name, rather than timing a
+variant that no longer differs from the whole.
 """
 
 from __future__ import annotations
