@@ -49,8 +49,8 @@ def variants(query: str) -> dict[str, str]:
         "the aliases": (aliases_sql("kept", "keys"), "[]::STRUCT(p INTEGER, t INTEGER, k VARCHAR, v JSON)[]"),
         "the repeated-key check": ("len(list_distinct(keys)) = len(keys)", "true"),
         "the resource's attributes": (
-            od._entries_sql("rs.resource.attributes"),
-            "[{k: 'service.name', v: '\"x\"'::JSON, s: 'x'}]",
+            od._resource_sql("rs.resource.attributes"),
+            "true AS resource_ok, 'x' AS service",
         ),
     }
     out = {"whole query": query}

@@ -210,6 +210,57 @@ def test_an_openinference_llm_span_named_after_a_private_method_is_a_step(name, 
     assert [row["kind"] for row in fast.values()] == [kind]
 
 
+@pytest.mark.parametrize(
+    "service_values",
+    [
+        [],
+        [{"stringValue": "checkout"}],
+        [{"intValue": "7"}],
+        [{"boolValue": True}],
+        [{"arrayValue": {"values": [{"stringValue": "a"}]}}],
+        [{"stringValue": "first", "intValue": "2"}],
+        [{"intValue": "7"}, {"stringValue": "second"}],
+        [{"stringValue": "first"}, {"stringValue": "second"}],
+    ],
+)
+def test_the_service_is_read_from_the_resource_as_the_python_reader_reads_it(service_values):
+    span = {"traceId": TRACE, "spanId": "1" * 16, "name": "a", "startTimeUnixNano": 1, "endTimeUnixNano": 2}
+    request = otlp_request([span])
+    request["resourceSpans"][0]["resource"]["attributes"] = [
+        {"key": "host.name", "value": {"stringValue": "h"}},
+        *({"key": "service.name", "value": value} for value in service_values),
+    ]
+    fast, python, routed = both_readers([dumps(request)])
+    assert routed == [] and fast == python
+
+
+def test_a_string_longer_in_bytes_than_the_cut_goes_to_the_python_reader():
+    limit = otlp_duckdb.MAX_ATTRIBUTE_BYTES
+    span = {"traceId": TRACE, "name": "a", "startTimeUnixNano": 1, "endTimeUnixNano": 2}
+    lines = [
+        dumps(
+            otlp_request(
+                [
+                    {
+                        **span,
+                        "spanId": f"{n:016x}",
+                        "attributes": [{"key": "note", "value": {"stringValue": text}}],
+                    }
+                ]
+            )
+        )
+        for n, text in enumerate(["é" * (limit // 2), "é" * (limit // 2 + 1), "a" * (limit + 1)], start=1)
+    ]
+    fast, python, routed = both_readers(lines)
+    assert routed == [2, 3]  # over the limit in bytes; only the third is over it in characters
+    assert [len(python[(TRACE, f"{n:016x}")]["attributes"]["note"]) for n in (1, 2, 3)] == [
+        limit // 2,
+        limit // 2 + 1,
+        limit,
+    ]
+    assert fast == {key: python[key] for key in fast} and len(fast) == 1
+
+
 def test_value_kinds_the_query_does_not_read_send_their_line_to_the_python_reader_without_a_marker():
     span = {"traceId": TRACE, "name": "a", "startTimeUnixNano": 1, "endTimeUnixNano": 2}
     kvlist = {"kvlistValue": {"values": [{"key": "n", "value": {"intValue": "1"}}]}}
