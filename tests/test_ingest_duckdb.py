@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from traces_fixtures import dumps, otlp_request
 
 from agentscope import attributes as A
-from agentscope.classify import ALIASES, VALUE_RULES
+from agentscope.classify import ALIASES, FIRST_TOKEN_EVENTS, VALUE_RULES
 from agentscope.ingest import otlp_duckdb
 from agentscope.ingest.otlp import read_json_lines
 from agentscope.store.rows import without_content
@@ -35,6 +35,21 @@ primitive = st.one_of(
     st.builds(lambda v: {"boolValue": v}, st.booleans()),
 )
 value = primitive | st.builds(lambda vs: {"arrayValue": {"values": vs}}, st.lists(primitive, max_size=3))
+odd_time = st.sampled_from(["", "12a", "١٢٣", "99999999999999999999999", "-5", " 7", 1.5e9, True, None])
+
+
+@st.composite
+def events(draw: st.DrawFn, start: int) -> list[dict]:
+    """Span events, first-token marks among them, with times as exporters write them and odd ones."""
+    out = []
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(-(10**9), 10**10).map(lambda offset: max(0, start + offset)))
+        time = draw(st.sampled_from([str(at), at]) | odd_time)
+        event = {"name": draw(st.sampled_from([*sorted(FIRST_TOKEN_EVENTS), "exception"]))}
+        if time is not None:
+            event["timeUnixNano"] = time
+        out.append(event)
+    return out
 
 
 @st.composite
@@ -50,6 +65,7 @@ def spans(draw: st.DrawFn, number: int) -> dict:
         "endTimeUnixNano": str(start + draw(st.integers(0, 10**9))),
         "attributes": [{"key": key, "value": draw(value)} for key in keys],
         "status": draw(st.sampled_from([{}, {"code": 2, "message": "boom"}, {"code": "STATUS_CODE_OK"}])),
+        "events": draw(events(start)),
     }
     parent = draw(st.sampled_from([None, "", "0000000000000000", "00000000000000AA"]))
     if parent is not None:
@@ -259,6 +275,38 @@ def test_a_string_longer_in_bytes_than_the_cut_goes_to_the_python_reader():
         limit,
     ]
     assert fast == {key: python[key] for key in fast} and len(fast) == 1
+
+
+def test_streamed_calls_first_token_events_are_read_by_duckdb():
+    start = 1_700_000_000_000_000_000
+    span = {
+        "traceId": TRACE,
+        "name": "chat",
+        "startTimeUnixNano": str(start),
+        "endTimeUnixNano": str(start + 10**9),
+    }
+    chunk = "gen_ai.content.completion.chunk"
+    openinference = {"name": "First Token Stream Event", "timeUnixNano": str(start + 180_000_000)}
+    openllmetry = [
+        {"name": chunk, "timeUnixNano": start + ms * 10**6, "attributes": []} for ms in (250, 240, 900)
+    ]
+    ours = {"key": "gen_ai.response.time_to_first_chunk", "value": {"doubleValue": 0.5}}
+    lines = [
+        dumps(otlp_request([{**span, "spanId": "1" * 16, "events": [openinference]}])),
+        dumps(otlp_request([{**span, "spanId": "2" * 16, "events": openllmetry}])),
+        dumps(otlp_request([{**span, "spanId": "3" * 16, "events": [openinference], "attributes": [ours]}])),
+        dumps(
+            otlp_request([{**span, "spanId": "4" * 16, "events": [{**openinference, "timeUnixNano": "١٢٣"}]}])
+        ),
+    ]
+    fast, python, routed = both_readers(lines)
+    assert routed == [4]  # digits other than ASCII ones: the Python reader decides
+    assert fast == {key: python[key] for key in fast} and len(fast) == 3
+    ttft = {
+        span_id: row["attributes"].get("gen_ai.response.time_to_first_chunk")
+        for (_, span_id), row in fast.items()
+    }
+    assert ttft == {"1" * 16: 0.18, "2" * 16: 0.24, "3" * 16: 0.5}
 
 
 def test_value_kinds_the_query_does_not_read_send_their_line_to_the_python_reader_without_a_marker():

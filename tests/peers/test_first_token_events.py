@@ -5,6 +5,7 @@ the DuckDB reader, the SDK's writer)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 
 import openai
@@ -15,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentscope.ingest import ingest
+from agentscope.ingest import ingest, otlp_duckdb
 from agentscope.sim import Profile, serve
 from agentscope.store import Store
 
@@ -84,6 +85,10 @@ def test_first_token_events_of_streamed_calls_give_the_split(package, path, tmp_
                     json.dumps(_otlp_json(MessageToDict(request, use_integers_for_enums=True))) + "\n"
                 )
             assert ingest(store, [file]).ok
+            if path == "json-lines":  # the DuckDB reader takes the line itself, events and all
+                with contextlib.closing(otlp_duckdb.connect_parser()) as con:
+                    (parsed,) = otlp_duckdb.parse_blocks(con, [(1, [file.read_bytes()])])
+                assert parsed.routed == [] and parsed.table.num_rows == 2
         rows = store.con.execute(
             "SELECT start_ns, end_ns, attributes FROM spans ORDER BY start_ns"
         ).fetchall()

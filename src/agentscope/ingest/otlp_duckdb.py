@@ -11,9 +11,10 @@ and its rows are handed back block by block.
 Only lines the query can take exactly are taken.  A line goes to the Python
 reader instead, which names what is wrong with it and keeps its good spans, if
 it is not valid JSON, not a request with spans, carries a span that fails a
-check (ids, times, names, attribute keys and values, sizes), a value kind the
-query does not read (kvlist, bytes, nested arrays), an escaped control character,
-a repeated attribute key, or a span that appears twice in the block.  Either way
+check (ids, times, names, attribute keys and values, sizes, first-token events'
+times), a value kind the query does not read (kvlist, bytes, nested arrays), an
+escaped control character, a repeated attribute key, a Langfuse field held as JSON
+text, or a span that appears twice in the block.  Either way
 a span gets the same row, byte for byte.
 
 One limit: ``from_json`` reads a container of the wrong type inside a span (attributes
@@ -69,12 +70,12 @@ ROUTED_MARKERS = (
     b"instrumentationLibrary",
     b"\\u000",
     b"\\u001",
-    *(text.encode() for text in sorted(FIRST_TOKEN_EVENTS | set(PEER_FIELD_KEYS))),
+    *(text.encode() for text in PEER_FIELD_KEYS),
 )
 """Lines containing these go to the Python reader: the legacy key of scope spans, which the query does not
 read; escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes
-``\\u001f``; and the first-token events and other packages' usage shapes that
-:func:`agentscope.classify.read_peer_fields` reads (the query reads neither events nor JSON in strings).
+``\\u001f``; and other packages' usage shapes that :func:`agentscope.classify.read_peer_fields` reads
+(the query reads no JSON in strings).  The first-token events it reads (:data:`_FIRST_TOKEN_SQL`).
 Value kinds the query does not read (kvlist, bytes) need no marker: such a value has none of the fields the
 query reads, so its span fails the query's checks and goes to the Python reader anyway,
 at no cost to the blocks that have none (each marker is a scan of the whole block)."""
@@ -99,6 +100,7 @@ _SPAN = {
     "endTimeUnixNano": "VARCHAR",
     "status": {"code": "VARCHAR", "message": "VARCHAR"},
     "attributes": _ATTRIBUTES,
+    "events": [{"name": "VARCHAR", "timeUnixNano": "VARCHAR"}],
 }
 _REQUEST = {
     "resourceSpans": [
@@ -240,6 +242,31 @@ _OR_NULL = "CASE WHEN {0} IS NULL AND {1} IS NULL THEN [NULL] ELSE {1} END"
 span's checks, so that the line goes to the Python reader, which names the fault.  ``from_json`` reads an
 entry that is not an object (a number, a string, a list) as an object with no fields, which an empty one
 also is; the Python reader tells them apart.  A span that is not an object fails its checks alike."""
+_MARKS = (
+    "CASE WHEN len(s.events) > 0 THEN list_filter(s.events, lambda e: e.name IN ("
+    + ", ".join("'" + name.replace("'", "''") + "'" for name in sorted(FIRST_TOKEN_EVENTS))
+    + ")) END"
+)
+"""A span's first-token events (``classify.FIRST_TOKEN_EVENTS``); NULL for a span without events."""
+_FIRST_TOKEN_SQL = (
+    "list_min(list_transform(marks, lambda e: CASE WHEN regexp_full_match(e.timeUnixNano, '[0-9]+') "
+    "THEN TRY_CAST(e.timeUnixNano AS BIGINT) END))"
+)
+"""When a span's first token came, as the Python reader finds it (``otlp._json_first_token``): the earliest of
+its first-token events' times that are digits; NULL if none is."""
+_MARKS_OK = (
+    "list_bool_and(list_transform(marks, lambda e: e.timeUnixNano IS NULL OR "
+    "CASE WHEN regexp_full_match(e.timeUnixNano, '[0-9]+') "
+    "THEN TRY_CAST(e.timeUnixNano AS BIGINT) IS NOT NULL "
+    "ELSE NOT regexp_matches(e.timeUnixNano, '[^\\x00-\\x7f]') END)) IS NOT false"
+)
+"""Whether the query reads every first-token time as the Python reader does: a time of digits too long
+for a BIGINT, or with characters other than ASCII (which Python may count as digits), is left to it."""
+_TTFT_ENTRY = (
+    "CASE WHEN ttft IS NULL THEN []::STRUCT(k VARCHAR, v JSON)[] "
+    f"ELSE [{{k: '{A.GEN_AI_RESPONSE_TTFC}', v: to_json(ttft)}}] END"
+)
+"""The time to first token the events give, as the entry ``classify.read_peer_fields`` adds last."""
 _KEYS_AFTER_ALIASES = "list_concat(keys, list_transform(aliases, lambda a: a.k))"
 """The span's keys with those the aliases add, as the Python classifier sees them."""
 _HEX_ID = "regexp_full_match({0}, '[0-9a-f]{{{1}}}') AND NOT regexp_full_match({0}, '0+')"
@@ -272,10 +299,12 @@ WITH parsed AS (
     coalesce({_enum_sql("s.status.code", STATUS, "STATUS_CODE_")}, 'UNSET') AS status,
     nullif(s.status.message, '') AS status_message,
     scope,
-    {_entries_sql("s.attributes")} AS entries
+    {_entries_sql("s.attributes")} AS entries,
+    {_MARKS} AS marks
   FROM spans
 ), keyed AS (
-  SELECT *, list_transform(entries, lambda x: x.k) AS keys, list_transform(entries, lambda x: x.s) AS strings
+  SELECT *, list_transform(entries, lambda x: x.k) AS keys, list_transform(entries, lambda x: x.s) AS strings,
+    {_FIRST_TOKEN_SQL} AS first_token_at, {_MARKS_OK} AS marks_ok
   FROM fields
 ), filtered AS (
   SELECT *,
@@ -292,6 +321,11 @@ WITH parsed AS (
   SELECT *,
     CASE WHEN len(aliases) = 0 THEN keys ELSE {_KEYS_AFTER_ALIASES} END AS all_keys
   FROM checked
+), timed AS (
+  SELECT *,
+    CASE WHEN first_token_at IS NOT NULL AND NOT list_contains(all_keys, '{A.GEN_AI_RESPONSE_TTFC}')
+      THEN greatest(0, first_token_at - start_ns) / 1e9 END AS ttft
+  FROM classified
 )
 SELECT line,
   coalesce(
@@ -299,6 +333,7 @@ SELECT line,
   AND {_HEX_ID.format("trace_id", 32)} AND {_HEX_ID.format("span_id", 16)}
   AND (parent_id IS NULL OR regexp_full_match(parent_id, '[0-9a-f]{{16}}'))
   AND name_type = 'VARCHAR' AND start_ns > 0 AND end_ns >= start_ns
+  AND marks_ok AND (ttft IS NULL OR {_PLAIN_DOUBLE.format("ttft")})
   , false) AS ok,
   trace_id, span_id, parent_id, name,
   {kind_sql(_value_of_sql("{key}"), "all_keys", "span_kind", "name")} AS kind,
@@ -307,8 +342,8 @@ SELECT line,
   scope,
   {_column_sql(A.THREAD_ID)} AS thread_id,
   {_column_sql(A.CPU_NS)} AS cpu_ns,
-  CASE WHEN entries_ok THEN {_json_object_sql("kept", "aliases")} END AS attributes
-FROM classified
+  CASE WHEN entries_ok THEN {_json_object_sql("kept", "aliases", _TTFT_ENTRY)} END AS attributes
+FROM timed
 """
 _CONTENT = A.content_pattern()
 
