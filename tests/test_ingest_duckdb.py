@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from traces_fixtures import dumps, otlp_request
 
 from agentscope import attributes as A
-from agentscope.classify import ALIASES, FIRST_TOKEN_EVENTS, VALUE_RULES
+from agentscope.classify import ALIASES, FIRST_TOKEN_EVENTS, LANGFUSE_FIRST_TOKEN, LANGFUSE_USAGE, VALUE_RULES
 from agentscope.ingest import otlp_duckdb
 from agentscope.ingest.otlp import read_json_lines
 from agentscope.store.rows import without_content
@@ -36,6 +37,62 @@ primitive = st.one_of(
 )
 value = primitive | st.builds(lambda vs: {"arrayValue": {"values": vs}}, st.lists(primitive, max_size=3))
 odd_time = st.sampled_from(["", "12a", "١٢٣", "99999999999999999999999", "-5", " 7", 1.5e9, True, None])
+
+
+usage_key = st.sampled_from(
+    ["input", "output", "total", "prompt_tokens", "completionTokens", "input_cache_read", "Input"]
+)
+usage_text = st.one_of(
+    st.builds(
+        lambda usage, compact: json.dumps(usage, separators=(",", ":") if compact else None),
+        st.dictionaries(
+            usage_key, st.integers(-10, 10**6) | st.floats(0, 1e4) | st.none() | st.booleans(), max_size=4
+        ),
+        st.booleans(),
+    ),
+    st.sampled_from(
+        [
+            '{"input": 5, "input": 7}',
+            '{"input": 007}',
+            "[1]",
+            "5",
+            "{not json",
+            ' {"input": 1}',
+            '{"input":1e2}',
+            '{"input": NaN}',
+            '{"input":-0}',
+            '{"input": 99999999999999999999}',
+            '{"input":\f1}',
+        ]
+    ),
+)
+"""Langfuse usage objects as its SDK writes them, and as it does not."""
+zone = (
+    st.none()
+    | st.just(timezone.utc)
+    | st.builds(lambda m: timezone(timedelta(minutes=m)), st.integers(-1439, 1439))
+)
+started_text = st.one_of(
+    st.builds(
+        lambda moment, z: json.dumps(moment.isoformat().replace("+00:00", "Z" if z else "+00:00")),
+        st.datetimes(datetime(1000, 1, 1), datetime(9999, 12, 31), timezones=zone),
+        st.booleans(),
+    ),
+    st.sampled_from(
+        [
+            '"2025-02-30T00:00:00"',
+            '"2025-01-01T24:00:00"',
+            '"2025-01-01T00:00:00.123Z"',
+            '"2025-01-01 00:00:00"',
+            '"yesterday"',
+            "not json",
+            '"0999-01-01T00:00:00"',
+            '"2025-01-01T00:00:60"',
+            '"2025-01-01T00:00:00.1234567"',
+        ]
+    ),
+)
+"""Langfuse completion start times as its SDK writes them, and as it does not."""
 
 
 @st.composite
@@ -67,6 +124,9 @@ def spans(draw: st.DrawFn, number: int) -> dict:
         "status": draw(st.sampled_from([{}, {"code": 2, "message": "boom"}, {"code": "STATUS_CODE_OK"}])),
         "events": draw(events(start)),
     }
+    for key, text in ((LANGFUSE_USAGE, usage_text), (LANGFUSE_FIRST_TOKEN, started_text)):
+        if draw(st.booleans()):
+            span["attributes"].append({"key": key, "value": {"stringValue": draw(text)}})
     parent = draw(st.sampled_from([None, "", "0000000000000000", "00000000000000AA"]))
     if parent is not None:
         span["parentSpanId"] = parent
@@ -307,6 +367,46 @@ def test_streamed_calls_first_token_events_are_read_by_duckdb():
         for (_, span_id), row in fast.items()
     }
     assert ttft == {"1" * 16: 0.18, "2" * 16: 0.24, "3" * 16: 0.5}
+
+
+def test_langfuse_usage_and_first_token_as_its_sdk_writes_them_are_read_by_duckdb():
+    start = 1_735_689_600_000_000_000  # 2025-01-01T00:00:00Z
+    span = {"traceId": TRACE, "name": "OpenAI-generation", "startTimeUnixNano": str(start)}
+    span["endTimeUnixNano"] = str(start + 10**9)
+
+    def generation(span_id: str, usage: dict, started: str, *more: dict) -> str:
+        attributes = [
+            {"key": LANGFUSE_USAGE, "value": {"stringValue": json.dumps(usage)}},
+            {"key": LANGFUSE_FIRST_TOKEN, "value": {"stringValue": json.dumps(started)}},
+            *more,
+        ]
+        return dumps(otlp_request([{**span, "spanId": span_id, "attributes": attributes}]))
+
+    ours = {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "3"}}
+    lines = [
+        generation("1" * 16, {"input": 12, "output": 80, "total": 92}, "2025-01-01T00:00:00.120000Z"),
+        generation("2" * 16, {"prompt_tokens": 7, "input_cache_read": 2}, "2025-01-01T02:00:00.250000+02:00"),
+        generation("3" * 16, {"input": 12}, "2025-01-01T00:00:01", ours),
+        generation("4" * 16, {"input": 1.5}, "2025-01-01T00:00:00Z"),  # a fraction: left to Python
+    ]
+    fast, python, routed = both_readers(lines)
+    assert routed == [4]
+    assert fast == {key: python[key] for key in fast} and len(fast) == 3
+    read = {
+        span_id: [
+            row["attributes"].get(f"gen_ai.{key}") for key in ("usage.input_tokens", "usage.output_tokens")
+        ]
+        + [
+            row["attributes"].get(key)
+            for key in ("gen_ai.usage.cache_read.input_tokens", "gen_ai.response.time_to_first_chunk")
+        ]
+        for (_, span_id), row in fast.items()
+    }
+    assert read == {
+        "1" * 16: [12, 80, None, 0.12],
+        "2" * 16: [7, None, 2, 0.25],
+        "3" * 16: [3, None, None, 1.0],
+    }
 
 
 def test_value_kinds_the_query_does_not_read_send_their_line_to_the_python_reader_without_a_marker():

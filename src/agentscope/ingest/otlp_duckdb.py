@@ -44,7 +44,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentscope import attributes as A
-from agentscope.classify import FIRST_TOKEN_EVENTS, PEER_FIELD_KEYS, aliases_sql, kind_sql
+from agentscope.classify import (
+    FIRST_TOKEN_EVENTS,
+    LANGFUSE_FIRST_TOKEN,
+    LANGFUSE_USAGE,
+    USAGE_CACHED_KEYS,
+    USAGE_INPUT_KEYS,
+    USAGE_OUTPUT_KEYS,
+    aliases_sql,
+    kind_sql,
+)
 from agentscope.ingest.otlp import SPAN_KINDS, STATUS
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
 from agentscope.store import arrays
@@ -66,16 +75,11 @@ SHORT_LINES_MAX_BATCHES = 4
 spans, so their batches stay at BATCH_BYTES."""
 LONG_LINE_BYTES = 8 << 20
 """Longer lines go to the Python reader, which cuts oversized values rather than parse them whole."""
-ROUTED_MARKERS = (
-    b"instrumentationLibrary",
-    b"\\u000",
-    b"\\u001",
-    *(text.encode() for text in PEER_FIELD_KEYS),
-)
+ROUTED_MARKERS = (b"instrumentationLibrary", b"\\u000", b"\\u001")
 """Lines containing these go to the Python reader: the legacy key of scope spans, which the query does not
-read; escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes
-``\\u001f``; and other packages' usage shapes that :func:`agentscope.classify.read_peer_fields` reads
-(the query reads no JSON in strings).  The first-token events it reads (:data:`_FIRST_TOKEN_SQL`).
+read; and escaped control characters, which DuckDB writes back as ``\\u001F`` where Python writes
+``\\u001f``.  Other packages' timing and usage shapes (:func:`agentscope.classify.read_peer_fields`) the
+query reads itself (:data:`_FIRST_TOKEN_SQL`, :data:`_PEER_ENTRIES`).
 Value kinds the query does not read (kvlist, bytes) need no marker: such a value has none of the fields the
 query reads, so its span fails the query's checks and goes to the Python reader anyway,
 at no cost to the blocks that have none (each marker is a scan of the whole block)."""
@@ -262,11 +266,57 @@ _MARKS_OK = (
 )
 """Whether the query reads every first-token time as the Python reader does: a time of digits too long
 for a BIGINT, or with characters other than ASCII (which Python may count as digits), is left to it."""
-_TTFT_ENTRY = (
-    "CASE WHEN ttft IS NULL THEN []::STRUCT(k VARCHAR, v JSON)[] "
-    f"ELSE [{{k: '{A.GEN_AI_RESPONSE_TTFC}', v: to_json(ttft)}}] END"
+_WS = "[ \\t\\n\\r]*"
+_COUNT_MEMBER = f'"[A-Za-z_]+"{_WS}:{_WS}-?(0|[1-9][0-9]{{0,17}}){_WS}'
+_PLAIN_USAGE = f"\\{{{_WS}({_COUNT_MEMBER}(,{_WS}{_COUNT_MEMBER})*)?\\}}"
+"""A Langfuse usage object the query reads itself: whole numbers by plain keys, nothing else (as its SDK
+writes them); any other text, JSON or not, goes to the Python reader."""
+_PLAIN_ISO = (
+    '"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{6})?'
+    '(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"'
 )
-"""The time to first token the events give, as the entry ``classify.read_peer_fields`` adds last."""
+"""A Langfuse completion start time the query reads itself: a JSON string of an ISO time to the second or
+the microsecond, in UTC, at an offset or with none, as its SDK writes them."""
+_ZONED = "regexp_matches(started, '(Z|[+-][0-9]{2}:[0-9]{2})\"$')"
+_STARTED_NS = (
+    f"CASE WHEN {_ZONED} THEN epoch_us(TRY_CAST(started[2:-2] AS TIMESTAMPTZ)) "
+    "ELSE epoch_us(TRY_CAST(started[2:-2] AS TIMESTAMP)) END * 1000"
+)
+"""The epoch ns of a :data:`_PLAIN_ISO` time; one without an offset is UTC, as ``classify._iso_ns`` reads it
+(and NULL where there is no such day, as there it is None)."""
+_PEER_OK = (
+    f"(usage IS NULL OR regexp_full_match(usage, '{_PLAIN_USAGE}') "
+    "AND len(list_distinct(json_keys(usage))) = len(json_keys(usage))) "
+    f"AND (started IS NULL OR regexp_full_match(started, '{_PLAIN_ISO}') "
+    "AND started BETWEEN '\"1678' AND '\"2262')"
+)
+"""Whether the query reads a span's Langfuse fields as the Python reader does: not a repeated key (DuckDB
+keeps the first, Python the last), nor a time whose epoch ns a BIGINT does not hold (years 1678-2261 do)."""
+_NO_ENTRIES = "[]::STRUCT(k VARCHAR, v JSON)[]"
+_USAGE_STRUCTURE = json.dumps(
+    {key: "BIGINT" for key in (*USAGE_INPUT_KEYS, *USAGE_OUTPUT_KEYS, *USAGE_CACHED_KEYS)}
+)
+
+
+def _peer_entries_sql() -> str:
+    """The entries ``classify.read_peer_fields`` adds, in its order: the token counts of a Langfuse usage
+    object, then the time to first chunk (from the first-token events, else Langfuse's start time);
+    each only where the span (after its aliases) has none of its own."""
+    entries = []
+    ours = (A.GEN_AI_USAGE_INPUT_TOKENS, A.GEN_AI_USAGE_OUTPUT_TOKENS, A.GEN_AI_USAGE_CACHED_INPUT_TOKENS)
+    for key, theirs in zip(ours, (USAGE_INPUT_KEYS, USAGE_OUTPUT_KEYS, USAGE_CACHED_KEYS), strict=True):
+        count = "coalesce(" + ", ".join(f"counts.{name}" for name in theirs) + ")"
+        entries.append(
+            f"CASE WHEN {count} IS NOT NULL AND NOT list_contains(all_keys, '{key}') "
+            f"THEN [{{k: '{key}', v: to_json({count})}}] ELSE {_NO_ENTRIES} END"
+        )
+    ttft = f"[{{k: '{A.GEN_AI_RESPONSE_TTFC}', v: to_json(ttft)}}]"
+    entries.append(f"CASE WHEN ttft IS NULL THEN {_NO_ENTRIES} ELSE {ttft} END")
+    listed = ", ".join(entries)
+    return f"CASE WHEN counts IS NULL AND ttft IS NULL THEN {_NO_ENTRIES} ELSE list_concat({listed}) END"
+
+
+_PEER_ENTRIES = _peer_entries_sql()
 _KEYS_AFTER_ALIASES = "list_concat(keys, list_transform(aliases, lambda a: a.k))"
 """The span's keys with those the aliases add, as the Python classifier sees them."""
 _HEX_ID = "regexp_full_match({0}, '[0-9a-f]{{{1}}}') AND NOT regexp_full_match({0}, '0+')"
@@ -321,11 +371,26 @@ WITH parsed AS (
   SELECT *,
     CASE WHEN len(aliases) = 0 THEN keys ELSE {_KEYS_AFTER_ALIASES} END AS all_keys
   FROM checked
+), peered AS (
+  SELECT *, list_has_any(keys, ['{LANGFUSE_USAGE}', '{LANGFUSE_FIRST_TOKEN}']) AS langfuse FROM classified
+), langfuse_read AS (
+  SELECT *,
+    CASE WHEN langfuse THEN strings[list_position(keys, '{LANGFUSE_USAGE}')] END AS usage,
+    CASE WHEN langfuse AND first_token_at IS NULL THEN strings[list_position(keys, '{LANGFUSE_FIRST_TOKEN}')]
+      END AS started
+  FROM peered
+), langfuse_checked AS (
+  SELECT *, CASE WHEN langfuse THEN {_PEER_OK} ELSE true END AS peer_ok FROM langfuse_read
+), first_token AS (
+  SELECT *,
+    CASE WHEN usage IS NOT NULL AND peer_ok THEN from_json(usage, '{_USAGE_STRUCTURE}') END AS counts,
+    coalesce(first_token_at, CASE WHEN started IS NOT NULL AND peer_ok THEN {_STARTED_NS} END) AS first_at
+  FROM langfuse_checked
 ), timed AS (
   SELECT *,
-    CASE WHEN first_token_at IS NOT NULL AND NOT list_contains(all_keys, '{A.GEN_AI_RESPONSE_TTFC}')
-      THEN greatest(0, first_token_at - start_ns) / 1e9 END AS ttft
-  FROM classified
+    CASE WHEN first_at IS NOT NULL AND NOT list_contains(all_keys, '{A.GEN_AI_RESPONSE_TTFC}')
+      THEN CASE WHEN first_at <= start_ns THEN 0.0 ELSE (first_at - start_ns) / 1e9 END END AS ttft
+  FROM first_token
 )
 SELECT line,
   coalesce(
@@ -333,7 +398,7 @@ SELECT line,
   AND {_HEX_ID.format("trace_id", 32)} AND {_HEX_ID.format("span_id", 16)}
   AND (parent_id IS NULL OR regexp_full_match(parent_id, '[0-9a-f]{{16}}'))
   AND name_type = 'VARCHAR' AND start_ns > 0 AND end_ns >= start_ns
-  AND marks_ok AND (ttft IS NULL OR {_PLAIN_DOUBLE.format("ttft")})
+  AND marks_ok AND peer_ok AND (ttft IS NULL OR {_PLAIN_DOUBLE.format("ttft")})
   , false) AS ok,
   trace_id, span_id, parent_id, name,
   {kind_sql(_value_of_sql("{key}"), "all_keys", "span_kind", "name")} AS kind,
@@ -342,7 +407,7 @@ SELECT line,
   scope,
   {_column_sql(A.THREAD_ID)} AS thread_id,
   {_column_sql(A.CPU_NS)} AS cpu_ns,
-  CASE WHEN entries_ok THEN {_json_object_sql("kept", "aliases", _TTFT_ENTRY)} END AS attributes
+  CASE WHEN entries_ok THEN {_json_object_sql("kept", "aliases", _PEER_ENTRIES)} END AS attributes
 FROM timed
 """
 _CONTENT = A.content_pattern()
