@@ -8,17 +8,22 @@
   6 attributes, 10 traces (200 spans) a line.
 - ``minimal``: the earlier benchmark shape — a task and 20 children with 1–5
   short attributes each, 50 traces a line.
+- ``peers``: ``rich`` with every LLM call streamed and its stream recorded as
+  the other instrumentations record it, a third of the traces each:
+  OpenInference's first-token event, OpenLLMetry's completion chunk events
+  (eight a call), or Langfuse's usage object and completion start time.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 BASE_NS = 1_700_000_000_000_000_000
-SHAPES = ("rich", "minimal")
+SHAPES = ("rich", "minimal", "peers")
 
 RESOURCE = [
     ("service.name", "support-agent"),
@@ -221,6 +226,33 @@ def rich_trace(trace_no: int) -> list[dict[str, Any]]:
     return spans
 
 
+def peers_trace(trace_no: int) -> list[dict[str, Any]]:
+    """``rich_trace`` with its LLM calls streamed, recorded as one of three peer instrumentations does."""
+    spans = rich_trace(trace_no)
+    for span in spans:
+        if not span["name"].startswith("chat "):
+            continue
+        start = int(span["startTimeUnixNano"])
+        first = start + (150 + trace_no % 50) * 10**6
+        if trace_no % 3 == 0:  # OpenInference
+            span["events"] = [
+                {"timeUnixNano": str(first), "name": "First Token Stream Event", "attributes": []}
+            ]
+        elif trace_no % 3 == 1:  # OpenLLMetry
+            span["events"] = [
+                {"timeUnixNano": str(first + k * 20 * 10**6), "name": "gen_ai.content.completion.chunk"}
+                for k in range(8)
+            ]
+        else:  # Langfuse
+            usage = {"input": 1800 + trace_no % 700, "output": 120 + trace_no % 90, "total": 1920}
+            started = datetime.fromtimestamp(first // 1000 / 1e6, tz=timezone.utc).isoformat()
+            span["attributes"] += [
+                kv("langfuse.observation.usage_details", json.dumps(usage)),
+                kv("langfuse.observation.completion_start_time", json.dumps(started.replace("+00:00", "Z"))),
+            ]
+    return spans
+
+
 MINIMAL_CHILDREN = [
     (
         "chat gpt-oss-120b",
@@ -274,8 +306,10 @@ def requests(
 ) -> Iterator[dict[str, Any]]:
     """OTLP export requests holding at least ``spans`` spans of ``shape``, a line's worth each, the
     traces numbered from ``after_trace + 1``."""
-    make, traces_per_line = (rich_trace, 10) if shape == "rich" else (minimal_trace, 50)
-    resource = RESOURCE if shape == "rich" else [("service.name", "bench")]
+    make, traces_per_line = {"rich": (rich_trace, 10), "peers": (peers_trace, 10)}.get(
+        shape, (minimal_trace, 50)
+    )
+    resource = [("service.name", "bench")] if shape == "minimal" else RESOURCE
     written, trace_no = 0, after_trace
     while written < spans:
         line = []
