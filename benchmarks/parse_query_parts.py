@@ -40,7 +40,7 @@ def variants(query: str) -> dict[str, str]:
     kept_to = query.index(" AS kept", kept_from)
     parts = {
         "the stored attributes JSON": (
-            f"CASE WHEN entries_ok THEN {od._json_object_sql('kept', 'aliases')} END",
+            f"CASE WHEN entries_ok THEN {od._json_object_sql('kept', 'aliases', od._PEER_ENTRIES)} END",
             "NULL",
         ),
         "the kind": (kind_sql(od._value_of_sql("{key}"), "all_keys", "span_kind", "name"), "NULL"),
@@ -48,6 +48,14 @@ def variants(query: str) -> dict[str, str]:
         "the content and secrets filter": (query[kept_from:kept_to], "entries"),
         "the aliases": (aliases_sql("kept", "keys"), "[]::STRUCT(p INTEGER, t INTEGER, k VARCHAR, v JSON)[]"),
         "the repeated-key check": ("len(list_distinct(keys)) = len(keys)", "true"),
+        "the first-token events (less their parse)": (
+            od._MARKS,
+            "NULL::STRUCT(name VARCHAR, timeUnixNano VARCHAR)[]",
+        ),
+        "Langfuse's fields": (
+            f"list_has_any(keys, ['{od.LANGFUSE_USAGE}', '{od.LANGFUSE_FIRST_TOKEN}'])",
+            "false",
+        ),
         "the resource's attributes": (
             od._resource_sql("rs.resource.attributes"),
             "true AS resource_ok, 'x' AS service",
