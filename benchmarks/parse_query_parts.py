@@ -25,7 +25,7 @@ from pathlib import Path
 
 from shapes import SHAPES, write_file
 
-from agentscope.classify import aliases_sql, kind_sql
+from agentscope.classify import LANGFUSE_FIRST_TOKEN, LANGFUSE_USAGE, aliases_sql, kind_sql
 from agentscope.ingest import otlp_duckdb as od
 
 
@@ -53,7 +53,7 @@ def variants(query: str) -> dict[str, str]:
             "NULL::STRUCT(name VARCHAR, timeUnixNano VARCHAR)[]",
         ),
         "Langfuse's fields": (
-            f"list_has_any(keys, ['{od.LANGFUSE_USAGE}', '{od.LANGFUSE_FIRST_TOKEN}'])",
+            f"list_has_any(keys, ['{LANGFUSE_USAGE}', '{LANGFUSE_FIRST_TOKEN}'])",
             "false",
         ),
         "the resource's attributes": (

@@ -262,7 +262,8 @@ def classify(attributes: Mapping[str, Any], span_kind: str | None = None, name: 
     return "step"
 
 
-def _sql_text(value: str) -> str:
+def sql_text(value: str) -> str:
+    """``value`` as a SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -275,25 +276,25 @@ def kind_sql(value_of: str, keys: str, span_kind: str, name: str) -> str:
     Built from the same tables as :func:`classify`, so both readers agree (tests
     compare them span for span).
     """
-    helper = f"regexp_full_match({name}, {_sql_text(HELPER_METHOD)})"
+    helper = f"regexp_full_match({name}, {sql_text(HELPER_METHOD)})"
     rules = []
     for key, table in VALUE_RULES:
         cases = " ".join(
-            f"WHEN {_sql_text(value)} THEN "
+            f"WHEN {sql_text(value)} THEN "
             + (
                 f"CASE WHEN {helper} THEN 'step' ELSE 'llm' END"
                 if key == _OPENINFERENCE_KIND and kind == "llm"
-                else _sql_text(kind)
+                else sql_text(kind)
             )
             for value, kind in table.items()
         )
-        rules.append(f"CASE {value_of.format(key=_sql_text(key))} {cases} END")
+        rules.append(f"CASE {value_of.format(key=sql_text(key))} {cases} END")
     for rule_keys, kind in PRESENCE_RULES:
-        listed = ", ".join(_sql_text(key) for key in rule_keys)
+        listed = ", ".join(sql_text(key) for key in rule_keys)
         test = f"list_has_any({keys}, [{listed}])"
         if kind == "http":
             test += f" AND {span_kind} IS DISTINCT FROM 'SERVER'"
-        rules.append(f"CASE WHEN {test} THEN {_sql_text(kind)} END")
+        rules.append(f"CASE WHEN {test} THEN {sql_text(kind)} END")
     return f"coalesce({', '.join(rules)}, 'step')"
 
 
@@ -325,17 +326,17 @@ def aliases_sql(entries: str, keys: str) -> str:
         targets.setdefault(ours, []).append((theirs, multiplier))
     parts = []
     for order, (ours, sources) in enumerate(targets.items()):
-        names = ", ".join(_sql_text(theirs) for theirs, _ in sources)
+        names = ", ".join(sql_text(theirs) for theirs, _ in sources)
         value = "x.v"
-        scaled = " ".join(f"WHEN {_sql_text(t)} THEN {_scaled_sql('x.v', m)}" for t, m in sources if m != 1)
+        scaled = " ".join(f"WHEN {sql_text(t)} THEN {_scaled_sql('x.v', m)}" for t, m in sources if m != 1)
         if scaled:
             value = f"coalesce(CASE x.k {scaled} END, x.v)"
         first = f"list_filter({entries}, lambda y: y.k IN ({names}))[1:1]"
-        entry = f"{{p: list_position({keys}, x.k), t: {order}, k: {_sql_text(ours)}, v: {value}}}"
+        entry = f"{{p: list_position({keys}, x.k), t: {order}, k: {sql_text(ours)}, v: {value}}}"
         parts.append(
-            f"CASE WHEN list_contains({keys}, {_sql_text(ours)}) THEN []"
+            f"CASE WHEN list_contains({keys}, {sql_text(ours)}) THEN []"
             f" ELSE list_transform({first}, lambda x: {entry}) END"
         )
-    sources = ", ".join(_sql_text(theirs) for theirs, _, _ in ALIASES)
+    sources = ", ".join(sql_text(theirs) for theirs, _, _ in ALIASES)
     added = f"list_sort(flatten([{', '.join(parts)}]))"
     return f"CASE WHEN list_has_any({keys}, [{sources}]) THEN {added} ELSE [] END"

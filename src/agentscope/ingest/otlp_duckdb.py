@@ -13,8 +13,8 @@ reader instead, which names what is wrong with it and keeps its good spans, if
 it is not valid JSON, not a request with spans, carries a span that fails a
 check (ids, times, names, attribute keys and values, sizes, first-token events'
 times), a value kind the query does not read (kvlist, bytes, nested arrays), an
-escaped control character, a repeated attribute key, a Langfuse field held as JSON
-text, or a span that appears twice in the block.  Either way
+escaped control character, a repeated attribute key, a Langfuse field not written
+as its SDK writes it, or a span that appears twice in the block.  Either way
 a span gets the same row, byte for byte.
 
 One limit: ``from_json`` reads a container of the wrong type inside a span (attributes
@@ -53,6 +53,7 @@ from agentscope.classify import (
     USAGE_OUTPUT_KEYS,
     aliases_sql,
     kind_sql,
+    sql_text,
 )
 from agentscope.ingest.otlp import SPAN_KINDS, STATUS
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
@@ -248,7 +249,7 @@ entry that is not an object (a number, a string, a list) as an object with no fi
 also is; the Python reader tells them apart.  A span that is not an object fails its checks alike."""
 _MARKS = (
     "CASE WHEN len(s.events) > 0 THEN list_filter(s.events, lambda e: e.name IN ("
-    + ", ".join("'" + name.replace("'", "''") + "'" for name in sorted(FIRST_TOKEN_EVENTS))
+    + ", ".join(map(sql_text, sorted(FIRST_TOKEN_EVENTS)))
     + ")) END"
 )
 """A span's first-token events (``classify.FIRST_TOKEN_EVENTS``); NULL for a span without events."""
