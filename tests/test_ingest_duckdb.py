@@ -42,12 +42,13 @@ odd_time = st.sampled_from(["", "12a", "١٢٣", "99999999999999999999999", "-5"
 usage_key = st.sampled_from(
     ["input", "output", "total", "prompt_tokens", "completionTokens", "input_cache_read", "Input"]
 )
+count = st.integers(-10, 10**6) | st.none()
+details = st.dictionaries(usage_key | st.just("cached_tokens"), count | st.booleans(), max_size=2)
+"""OpenAI's token details, which Langfuse writes into its usage objects."""
 usage_text = st.one_of(
     st.builds(
         lambda usage, compact: json.dumps(usage, separators=(",", ":") if compact else None),
-        st.dictionaries(
-            usage_key, st.integers(-10, 10**6) | st.floats(0, 1e4) | st.none() | st.booleans(), max_size=4
-        ),
+        st.dictionaries(usage_key, count | st.floats(0, 1e4) | st.booleans() | details, max_size=4),
         st.booleans(),
     ),
     st.sampled_from(

@@ -20,7 +20,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -306,6 +306,25 @@ def measure(
     results.sort(key=lambda r: r.start_ns)
     assert len(results) == len(truths), f"{peer}: {len(results)} tasks found for {len(truths)} run"
     return Measured(peer, truths, results, sum(r.repaired for r in results))
+
+
+def otlp_json_line(spans: Sequence[object]) -> bytes:
+    """Finished OTel SDK spans as one line of OTLP JSON, as a Collector's file exporter writes it (the
+    protobuf request in protobuf's JSON mapping, ids as hex where that mapping writes base64)."""
+    import base64
+    import json
+
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    request = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    for resource_spans in request["resourceSpans"]:
+        for scope_spans in resource_spans["scopeSpans"]:
+            for span in scope_spans["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return (json.dumps(request) + "\n").encode()
 
 
 def openai_agent(client: object, shape: str, tool_span: Callable[[str], object]) -> None:

@@ -4,13 +4,12 @@ the DuckDB reader, the SDK's writer)."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 
 import openai
 import pytest
-from harness import require
+from harness import otlp_json_line, require
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -51,22 +50,9 @@ def _instrumentor(package: str):
     return module.OpenAIInstrumentor()
 
 
-def _otlp_json(request: dict) -> dict:
-    """A request as OTLP/JSON files hold it (hex ids; protobuf's JSON mapping writes base64)."""
-    for resource_spans in request["resourceSpans"]:
-        for scope_spans in resource_spans["scopeSpans"]:
-            for span in scope_spans["spans"]:
-                for key in ("traceId", "spanId", "parentSpanId"):
-                    if key in span:
-                        span[key] = base64.b64decode(span[key]).hex()
-    return request
-
-
 @pytest.mark.parametrize("package", ["openinference", "openllmetry"])
 @pytest.mark.parametrize("path", ["protobuf", "json-lines", "sdk-writer"])
 def test_first_token_events_of_streamed_calls_give_the_split(package, path, tmp_path):
-    from google.protobuf.json_format import MessageToDict
-
     from agentscope.store.schema import rows_to_table
     from agentscope.store.writer import snapshot, snapshot_to_row
 
@@ -76,14 +62,11 @@ def test_first_token_events_of_streamed_calls_give_the_split(package, path, tmp_
         if path == "sdk-writer":
             store.insert(rows_to_table([snapshot_to_row(snapshot(span)) for span in spans]))
         else:
-            request = encode_spans(spans)
             file = tmp_path / ("spans.pb" if path == "protobuf" else "spans.jsonl")
             if path == "protobuf":
-                file.write_bytes(request.SerializeToString())
+                file.write_bytes(encode_spans(spans).SerializeToString())
             else:
-                file.write_text(
-                    json.dumps(_otlp_json(MessageToDict(request, use_integers_for_enums=True))) + "\n"
-                )
+                file.write_bytes(otlp_json_line(spans))
             assert ingest(store, [file]).ok
             if path == "json-lines":  # the DuckDB reader takes the line itself, events and all
                 with contextlib.closing(otlp_duckdb.connect_parser()) as con:

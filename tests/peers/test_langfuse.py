@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from harness import measure, openai_agent, require
+from harness import measure, openai_agent, otlp_json_line, require
 from opentelemetry.sdk.trace import TracerProvider
 
 require("langfuse")
@@ -57,11 +57,18 @@ def observations_page(spans, path: Path) -> Path:
 
 
 @pytest.fixture
-def langfuse_client(otel):
+def langfuse_public_key() -> str:
+    """A new key each test: langfuse keeps one client per key, and its integrations trace through the
+    one client of a process, or the one whose key the call names (they skip tracing otherwise)."""
+    return f"pk-lf-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def langfuse_client(otel, langfuse_public_key):
     from langfuse import Langfuse
 
     client = Langfuse(
-        public_key=f"pk-lf-{uuid.uuid4().hex}",  # langfuse keeps one client per key: a new one each test
+        public_key=langfuse_public_key,
         secret_key="sk-lf-test",
         base_url="http://127.0.0.1:9",  # never reached: spans go to the exporter below
         tracer_provider=TracerProvider(),  # its own: Langfuse adds its processor, exporting to ours
@@ -129,3 +136,46 @@ def test_bad_observations_are_named_by_file_and_record_and_the_good_ones_kept(
         (3, "SPAN observation has no endTime (it never ended, or was exported while open)"),
         (4, "startTime 'yesterday' is not an ISO 8601 time"),
     }
+
+
+def test_langfuse_sdk_spans_as_otlp_json_lines_are_read_by_duckdb_as_python_reads_them(
+    langfuse_client, langfuse_public_key, otel, providers
+):
+    """What Langfuse's SDK writes on a span (a usage object and, on a streamed call, a completion start
+    time, both JSON in strings) is read by the DuckDB reader itself, to the byte the Python reader's row."""
+    from langfuse import observe
+    from langfuse.openai import OpenAI
+
+    from agentscope import attributes as A
+    from agentscope.ingest import otlp_duckdb
+    from agentscope.ingest.otlp import read_json_lines
+    from agentscope.store.rows import without_content
+    from agentscope.store.schema import COLUMN_NAMES
+
+    @observe(name="support_task", as_type="agent")
+    def task(shape: str) -> None:
+        openai_agent(
+            OpenAI(base_url=providers.normal.base_url, api_key="sim"),
+            shape,
+            lambda name: langfuse_client.start_as_current_observation(as_type="tool", name=name),
+        )
+
+    for shape in ("sequential", "streamed"):
+        task(shape, langfuse_public_key=langfuse_public_key)  # the model calls trace through this client
+    langfuse_client.flush()
+    block = [otlp_json_line(otel.exporter.get_finished_spans())]
+    con = otlp_duckdb.connect_parser()
+    try:
+        (parsed,) = otlp_duckdb.parse_blocks(con, [(1, block)])
+    finally:
+        con.close()
+    assert parsed.routed == []
+    fast = sorted(tuple(row.values()) for row in parsed.table.to_pylist())
+    python = sorted(without_content(record.row) for record in read_json_lines(iter(block)) if record.row)
+    assert fast == python
+    generations = [json.loads(row[COLUMN_NAMES.index("attributes")]) for row in fast if row[4] == "llm"]
+    counted = [g[A.GEN_AI_USAGE_INPUT_TOKENS] for g in generations if A.GEN_AI_USAGE_INPUT_TOKENS in g]
+    streamed = [g[A.GEN_AI_RESPONSE_TTFC] for g in generations if A.GEN_AI_RESPONSE_TTFC in g]
+    assert len(generations) == 8  # four calls a task; the streamed ones report no usage to Langfuse
+    assert len(counted) == 4 and all(tokens > 0 for tokens in counted)
+    assert len(streamed) == 4 and all(0.2 < ttft < 1.0 for ttft in streamed)  # 5 ms queue, 250 ms prefill

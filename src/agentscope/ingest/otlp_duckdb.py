@@ -268,10 +268,19 @@ _MARKS_OK = (
 """Whether the query reads every first-token time as the Python reader does: a time of digits too long
 for a BIGINT, or with characters other than ASCII (which Python may count as digits), is left to it."""
 _WS = "[ \\t\\n\\r]*"
-_COUNT_MEMBER = f'"[A-Za-z_]+"{_WS}:{_WS}-?(0|[1-9][0-9]{{0,17}}){_WS}'
-_PLAIN_USAGE = f"\\{{{_WS}({_COUNT_MEMBER}(,{_WS}{_COUNT_MEMBER})*)?\\}}"
-"""A Langfuse usage object the query reads itself: whole numbers by plain keys, nothing else (as its SDK
-writes them); any other text, JSON or not, goes to the Python reader."""
+_COUNT = "(-?(0|[1-9][0-9]{0,17})|null)"
+
+
+def _plain_object(value: str) -> str:
+    """A JSON object of ``value``s by plain keys (letters and underscores), as a regular expression."""
+    member = f'"[A-Za-z_]+"{_WS}:{_WS}{value}{_WS}'
+    return f"\\{{{_WS}({member}(,{_WS}{member})*)?\\}}"
+
+
+_PLAIN_USAGE = _plain_object(f"({_COUNT}|{_plain_object(_COUNT)})")
+"""A Langfuse usage object the query reads itself: whole numbers, nulls, and objects of them (OpenAI's
+token details) by plain keys, as its SDK writes them; any other text, JSON or not, goes to the Python
+reader."""
 _PLAIN_ISO = (
     '"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]([.][0-9]{6})?'
     '(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"'
