@@ -244,7 +244,13 @@ def peers_trace(trace_no: int) -> list[dict[str, Any]]:
                 for k in range(8)
             ]
         else:  # Langfuse
-            usage = {"input": 1800 + trace_no % 700, "output": 120 + trace_no % 90, "total": 1920}
+            usage = {  # as its openai wrapper writes the provider's usage
+                "completion_tokens": 120 + trace_no % 90,
+                "prompt_tokens": 1800 + trace_no % 700,
+                "total_tokens": 1920 + trace_no % 700 + trace_no % 90,
+                "completion_tokens_details": None,
+                "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": None},
+            }
             started = datetime.fromtimestamp(first // 1000 / 1e6, tz=timezone.utc).isoformat()
             span["attributes"] += [
                 kv("langfuse.observation.usage_details", json.dumps(usage)),
