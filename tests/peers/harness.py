@@ -15,6 +15,8 @@ with the ground truth of the run that made it.
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import sqlite3
 import sys
@@ -26,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from google.protobuf.json_format import MessageToDict
 from heap import session_heap_frozen
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from agentscope.analysis import categories as C
 from agentscope.analysis.pipeline import task_results
@@ -308,15 +312,9 @@ def measure(
     return Measured(peer, truths, results, sum(r.repaired for r in results))
 
 
-def otlp_json_line(spans: Sequence[object]) -> bytes:
-    """Finished OTel SDK spans as one line of OTLP JSON, as a Collector's file exporter writes it (the
-    protobuf request in protobuf's JSON mapping, ids as hex where that mapping writes base64)."""
-    import base64
-    import json
-
-    from google.protobuf.json_format import MessageToDict
-    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-
+def otlp_json_line(spans: Sequence[object]) -> str:
+    """Finished OTel SDK spans as one line of OTLP JSON (no newline), as a Collector's file exporter writes
+    it: the protobuf request in protobuf's JSON mapping, ids as hex where that mapping writes base64."""
     request = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
     for resource_spans in request["resourceSpans"]:
         for scope_spans in resource_spans["scopeSpans"]:
@@ -324,7 +322,7 @@ def otlp_json_line(spans: Sequence[object]) -> bytes:
                 for key in ("traceId", "spanId", "parentSpanId"):
                     if key in span:
                         span[key] = base64.b64decode(span[key]).hex()
-    return (json.dumps(request) + "\n").encode()
+    return json.dumps(request)
 
 
 def openai_agent(client: object, shape: str, tool_span: Callable[[str], object]) -> None:

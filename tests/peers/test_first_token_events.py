@@ -66,7 +66,7 @@ def test_first_token_events_of_streamed_calls_give_the_split(package, path, tmp_
             if path == "protobuf":
                 file.write_bytes(encode_spans(spans).SerializeToString())
             else:
-                file.write_bytes(otlp_json_line(spans))
+                file.write_text(otlp_json_line(spans) + "\n")
             assert ingest(store, [file]).ok
             if path == "json-lines":  # the DuckDB reader takes the line itself, events and all
                 with contextlib.closing(otlp_duckdb.connect_parser()) as con:

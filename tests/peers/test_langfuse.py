@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from harness import measure, openai_agent, otlp_json_line, require
 from opentelemetry.sdk.trace import TracerProvider
+from readers import both_readers
 
 require("langfuse")
 pytestmark = pytest.mark.patches_for_good  # langfuse.openai wraps the openai SDK when imported
@@ -147,10 +148,6 @@ def test_langfuse_sdk_spans_as_otlp_json_lines_are_read_by_duckdb_as_python_read
     from langfuse.openai import OpenAI
 
     from agentscope import attributes as A
-    from agentscope.ingest import otlp_duckdb
-    from agentscope.ingest.otlp import read_json_lines
-    from agentscope.store.rows import without_content
-    from agentscope.store.schema import COLUMN_NAMES
 
     @observe(name="support_task", as_type="agent")
     def task(shape: str) -> None:
@@ -163,17 +160,9 @@ def test_langfuse_sdk_spans_as_otlp_json_lines_are_read_by_duckdb_as_python_read
     for shape in ("sequential", "streamed"):
         task(shape, langfuse_public_key=langfuse_public_key)  # the model calls trace through this client
     langfuse_client.flush()
-    block = [otlp_json_line(otel.exporter.get_finished_spans())]
-    con = otlp_duckdb.connect_parser()
-    try:
-        (parsed,) = otlp_duckdb.parse_blocks(con, [(1, block)])
-    finally:
-        con.close()
-    assert parsed.routed == []
-    fast = sorted(tuple(row.values()) for row in parsed.table.to_pylist())
-    python = sorted(without_content(record.row) for record in read_json_lines(iter(block)) if record.row)
-    assert fast == python
-    generations = [json.loads(row[COLUMN_NAMES.index("attributes")]) for row in fast if row[4] == "llm"]
+    fast, python, routed = both_readers([otlp_json_line(otel.exporter.get_finished_spans())], decoded=False)
+    assert routed == [] and fast == python  # the attributes' JSON text too
+    generations = [json.loads(row["attributes"]) for row in fast.values() if row["kind"] == "llm"]
     counted = [g[A.GEN_AI_USAGE_INPUT_TOKENS] for g in generations if A.GEN_AI_USAGE_INPUT_TOKENS in g]
     streamed = [g[A.GEN_AI_RESPONSE_TTFC] for g in generations if A.GEN_AI_RESPONSE_TTFC in g]
     assert len(generations) == 8  # four calls a task; the streamed ones report no usage to Langfuse
