@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from google.protobuf.json_format import MessageToDict
 from heap import session_heap_frozen
-from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from agentscope.analysis import categories as C
 from agentscope.analysis.pipeline import task_results
@@ -314,7 +312,13 @@ def measure(
 
 def otlp_json_line(spans: Sequence[object]) -> str:
     """Finished OTel SDK spans as one line of OTLP JSON (no newline), as a Collector's file exporter writes
-    it: the protobuf request in protobuf's JSON mapping, ids as hex where that mapping writes base64."""
+    it: the protobuf request in protobuf's JSON mapping, ids as hex where that mapping writes base64.
+
+    Its imports are its own: ``coexist.py`` runs this module in other environments, which need not hold
+    the OTLP exporter."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
     request = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
     for resource_spans in request["resourceSpans"]:
         for scope_spans in resource_spans["scopeSpans"]:
