@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+import pyarrow as pa
 import pytest
 from tracebuild import store_row
 
@@ -143,6 +144,30 @@ def test_batches_hold_every_span_once_and_whole_traces(tmp_path, monkeypatch, or
         assert rows == sorted(rows)
         for trace_id in set(batch.column("trace_id").to_pylist()):
             assert owners.setdefault(trace_id, k) == k
+
+
+def test_the_first_queries_are_small_so_the_workers_start_soon(monkeypatch):
+    """A query hands back its rows only once it has sorted them all: the first holds one bucket, each
+    next one twice as many, up to a query's worth, and every trace is in one group, in the order begun."""
+    from agentscope.store import query
+
+    monkeypatch.setattr(query, "SPANS_PER_BUCKET", 10)
+    monkeypatch.setattr(query, "SPANS_PER_QUERY", 40)
+    traces = pa.table(
+        {
+            "trace_id": [f"{n:032x}" for n in range(100)],
+            "spans": [5] * 100,
+            "first_ns": list(range(100)),
+            "last_ns": [n + 1 for n in range(100)],
+        }
+    )
+    groups = list(query._query_groups(traces))
+    buckets = [len(set(group.column("bucket").to_pylist())) for group, _, _ in groups]
+    assert buckets == [1, 2, *[4] * 11, 3]
+    assert [t for group, _, _ in groups for t in group.column("trace_id").to_pylist()] == traces[
+        "trace_id"
+    ].to_pylist()
+    assert [(first, last) for _, first, last in groups[:2]] == [(0, 2), (2, 6)]
 
 
 def test_a_store_draws_no_progress_bar_and_opens_beside_a_plain_connection(tmp_path):

