@@ -14,6 +14,7 @@ from traces_fixtures import dumps, otlp_request
 from agentscope import attributes as A
 from agentscope.classify import ALIASES, FIRST_TOKEN_EVENTS, LANGFUSE_FIRST_TOKEN, LANGFUSE_USAGE, VALUE_RULES
 from agentscope.ingest import otlp_duckdb
+from agentscope.ingest.otlp import read_json_lines
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 
@@ -450,6 +451,40 @@ def test_lines_the_query_cannot_take_exactly_go_to_the_python_reader():
     assert list(fast) == [(TRACE, "1" * 16)]
     assert routed == [2, 3, 4, 5]
     assert python[(TRACE, "3" * 16)]["attributes"] == {"a": 2}
+
+
+def test_numbers_orjson_refuses_are_read_by_both_readers_alike():
+    """``1e400`` is JSON, and ``NaN`` is what Python's ``json.dumps`` writes for a NaN: DuckDB reads both,
+    orjson refuses them, the Python reader reads them with the standard library.  In a field neither
+    reader reads, both take the span; as a double attribute the line goes to the Python reader, which
+    stores it as it stores ``"Infinity"``; as a time, the Python reader names the fault and keeps the
+    line's other span.  A lone surrogate stays refused by both."""
+    span = {"traceId": TRACE, "name": "a", "startTimeUnixNano": 1, "endTimeUnixNano": 2}
+
+    def line(span_id: str, **fields: object) -> str:
+        return dumps(otlp_request([{**span, "spanId": span_id * 16, **fields}]))
+
+    unread = [
+        line("1", droppedAttributesCount="@").replace('"@"', "-1e400"),
+        line("2", droppedAttributesCount="@").replace('"@"', "NaN"),
+    ]
+    attributes = [
+        line("3", attributes=[{"key": "x", "value": {"doubleValue": "@"}}]).replace('"@"', "1e400"),
+        line("4", attributes=[{"key": "x", "value": {"doubleValue": "@"}}]).replace('"@"', "NaN"),
+        line("5", attributes=[{"key": "x", "value": {"doubleValue": "Infinity"}}]),
+    ]
+    time = dumps(
+        otlp_request([{**span, "spanId": "6" * 16, "endTimeUnixNano": "@"}, {**span, "spanId": "7" * 16}])
+    ).replace('"@"', "1e400")
+    surrogate = line("8", name="@").replace('"@"', '"\\ud800"')
+    fast, python, routed = both_readers([*unread, *attributes, time, surrogate])
+    assert list(fast) == [(TRACE, "1" * 16), (TRACE, "2" * 16)]
+    assert all(fast[key] == python[key] for key in fast)
+    assert routed == [3, 4, 5, 6, 7]
+    assert [python[(TRACE, n * 16)]["attributes"] for n in "345"] == [{"x": None}] * 3
+    assert (TRACE, "6" * 16) not in python and (TRACE, "7" * 16) in python
+    problems = [r.problem for r in read_json_lines(iter([surrogate.encode()]))]
+    assert len(problems) == 1 and problems[0].startswith("invalid JSON") and "surrogate" in problems[0]
 
 
 @pytest.mark.parametrize("where", ["resource", "scope", "span"])

@@ -7,6 +7,7 @@ resource's ``service.name`` and the scope's name carried onto every span.
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
@@ -32,6 +33,34 @@ def _enum(value: Any, table: dict[int, str | None], prefix: str) -> str | None:
 
 
 # --- JSON ----------------------------------------------------------------
+
+
+def loads(text: bytes) -> Any:
+    """The value of a JSON text; ValueError if it is not JSON.
+
+    orjson refuses numbers it cannot make a double of: ``1e400``, which is JSON all the same, and the
+    ``NaN`` and ``Infinity`` that Python's own ``json.dumps`` writes for such floats.  DuckDB's reader
+    of the same lines takes them, so a text orjson refuses is read again by the standard library's
+    parser, as orjson would have read it (an integer past 64 bits a double), where it reads them as
+    floats; a value that must be a whole number (a time) then fails its span's checks, a double
+    attribute is stored as null.  What the standard library reads that orjson cannot write back (a
+    lone surrogate) stays refused, with orjson's reason.
+    """
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as refused:
+        try:
+            value = json.loads(text, parse_int=_orjson_int)
+            orjson.dumps(value)
+        except (ValueError, TypeError, RecursionError):
+            raise refused from None
+        return value
+
+
+def _orjson_int(digits: str) -> int | float:
+    """An integer as orjson reads one: past 64 bits, a double."""
+    number = int(digits)
+    return number if -(2**63) <= number < 2**64 else float(number)
 
 
 def json_value(value: Any) -> Any:
@@ -154,8 +183,8 @@ def json_lines_records(lines: Iterable[tuple[int, bytes]]) -> Iterator[Record]:
         if not line.strip():
             continue
         try:
-            request = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
+            request = loads(line)
+        except ValueError as exc:
             yield Record(number, problem=f"invalid JSON: {exc}")
             continue
         yield from json_request_records(request, number, len(line) > MAX_ATTRIBUTE_BYTES)
@@ -164,8 +193,8 @@ def json_lines_records(lines: Iterable[tuple[int, bytes]]) -> Iterator[Record]:
 def read_json_document(stream: IO[bytes]) -> Iterator[Record]:
     """One (possibly pretty-printed) ExportTraceServiceRequest document."""
     try:
-        request = orjson.loads(stream.read())
-    except orjson.JSONDecodeError as exc:
+        request = loads(stream.read())
+    except ValueError as exc:
         yield Record(1, problem=f"invalid JSON: {exc}")
         return
     yield from json_request_records(request, 1)

@@ -22,6 +22,12 @@ given as an object or a number, a status that is a number) as an absent one, so 
 query takes such a span without its attributes or status, where the Python reader
 names the fault and skips the span.  Telling them apart would take a second parse of
 every line, or a scan of every block for each such shape; exporters do not write them.
+
+Another: DuckDB's parser is more lenient than JSON.  Numbers past a double's range and ``NaN`` or
+``Infinity`` both readers read (:func:`agentscope.ingest.otlp.loads`); a trailing comma, or ``nan`` and
+``inf`` in other cases, only DuckDB's does, so a line holding them where the query reads nothing is
+taken with its spans, where the Python reader would refuse it as not JSON.  Telling would take a
+second parse of every line.
 """
 
 from __future__ import annotations

@@ -150,8 +150,8 @@ def decode(body: bytes, content_type: str) -> list[Record]:
     """Records of one export request body; ValueError with the reason if it cannot be decoded."""
     if content_type.startswith(JSON):
         try:
-            request = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
+            request = otlp.loads(body)
+        except ValueError as exc:
             raise ValueError(f"invalid JSON: {exc}") from None
         records = list(otlp.json_request_records(request, 1))
         if len(records) == 1 and records[0].row is None and "resourceSpans" in (records[0].problem or ""):
