@@ -146,6 +146,24 @@ def test_batches_hold_every_span_once_and_whole_traces(tmp_path, monkeypatch, or
             assert owners.setdefault(trace_id, k) == k
 
 
+def test_a_selection_that_keeps_no_trace_reads_no_batch(tmp_path, monkeypatch):
+    """Past one batch's spans, a read is planned from the selected traces; a selection that keeps none
+    plans no query, and a blame on demand (``--no-repair``) finds no task, without an error."""
+    from tracebuild import varied_store
+
+    from agentscope.analysis.pipeline import blame_store
+    from agentscope.store import query
+    from agentscope.store.selection import Selection
+
+    path = varied_store(tmp_path / "varied.duckdb", 20)
+    monkeypatch.setattr(query, "SPANS_PER_BUCKET", 5)
+    with Store(path) as store:
+        assert query.buckets_for(store) > 1
+        assert list(query.span_batches(store, Selection(task="no such task"))) == []
+        assert blame_store(store, task_name="no such task", repair=False, workers=1) is None
+        assert blame_store(store, repair=False, workers=1)["tasks"]["count"] == 20
+
+
 def test_the_first_queries_are_small_so_the_workers_start_soon(monkeypatch):
     """A query hands back its rows only once it has sorted them all: the first holds one bucket, each
     next one twice as many, up to a query's worth, and every trace is in one group, in the order begun."""

@@ -142,6 +142,8 @@ def _batches(store: Store, selection: Selection | None, where: str, buckets: int
         yield store.con.sql(ANALYSIS_SELECT.format(where=where), params=params).to_arrow_table()
         return
     traces = store.con.sql(_TRACES.format(where=where), params=params).to_arrow_table()
+    if not traces.num_rows:  # the selection keeps no trace
+        return
     for group, first_ns, last_ns in _query_groups(traces):
         store.con.register("agentscope_buckets", group)
         try:
@@ -177,7 +179,7 @@ def _query_groups(traces: pa.Table) -> Iterator[tuple[pa.Table, int, int]]:
     spans = numbers(traces.column("spans"))
     before = np.cumsum(spans) - spans
     bucket = before // SPANS_PER_BUCKET
-    group = np.searchsorted(_group_starts(int(bucket[-1]) + 1 if len(bucket) else 0), bucket, side="right")
+    group = np.searchsorted(_group_starts(int(bucket[-1]) + 1), bucket, side="right")
     first, last = numbers(traces.column("first_ns")), numbers(traces.column("last_ns"))
     edges = [0, *(np.flatnonzero(group[1:] != group[:-1]) + 1).tolist(), len(spans)]
     for a, z in pairwise(edges):
