@@ -38,13 +38,12 @@ def _enum(value: Any, table: dict[int, str | None], prefix: str) -> str | None:
 def loads(text: bytes) -> Any:
     """The value of a JSON text; ValueError if it is not JSON.
 
-    orjson refuses numbers it cannot make a double of: ``1e400``, which is JSON all the same, and the
-    ``NaN`` and ``Infinity`` that Python's own ``json.dumps`` writes for such floats.  DuckDB's reader
-    of the same lines takes them, so a text orjson refuses is read again by the standard library's
-    parser, as orjson would have read it (an integer past 64 bits a double), where it reads them as
-    floats; a value that must be a whole number (a time) then fails its span's checks, a double
-    attribute is stored as null.  What the standard library reads that orjson cannot write back (a
-    lone surrogate) stays refused, with orjson's reason.
+    orjson refuses numbers it cannot make a double of: ``1e400`` (JSON all the same) and the ``NaN``
+    and ``Infinity`` that Python's own ``json.dumps`` writes.  DuckDB's reader of the same lines takes
+    them, so a text orjson refuses is read again by the standard library's parser, with integers past
+    64 bits made doubles as orjson makes them.  Such a number where a time must be fails its span's
+    checks; as a double attribute it is stored as null.  A text whose value orjson cannot write back
+    (a lone surrogate) stays refused, with orjson's reason.
     """
     try:
         return orjson.loads(text)
