@@ -79,7 +79,8 @@ def selected_traces(selection: Selection | None) -> tuple[str, list[Any]]:
 
 
 SPANS_PER_QUERY = 500_000
-"""Spans one query reads, about, sorted into their buckets by DuckDB: the sort holds them in memory.
+"""Spans one query reads at most, about (the first queries of a read fewer: ``_group_starts``), sorted
+into their buckets by DuckDB: the sort holds them in memory.
 Reading a million rich spans took 1.34-1.44 CPU-s in five queries of four buckets split with Arrow
 (378 MB peak), 1.23-1.40 in two sorted queries (590 MB) and 1.09-1.20 in one (750 MB)."""
 
@@ -166,9 +167,9 @@ FROM agentscope_spans WHERE {where} GROUP BY trace_id ORDER BY first_ns, trace_i
 
 
 def _query_groups(traces: pa.Table) -> Iterator[tuple[pa.Table, int, int]]:
-    """The traces (:data:`_TRACES`) in groups of at most about ``SPANS_PER_QUERY`` spans, the first ones
-    smaller (:func:`_group_starts`), each a table of (trace_id, bucket) with buckets of about
-    ``SPANS_PER_BUCKET`` spans, and the range of its spans' starts.
+    """The traces (:data:`_TRACES`, at least one) in groups of at most about ``SPANS_PER_QUERY`` spans,
+    the first ones smaller (:func:`_group_starts`), each a table of (trace_id, bucket) with buckets of
+    about ``SPANS_PER_BUCKET`` spans, and the range of its spans' starts.
 
     Traces are taken in the order they began, so a group's spans lie in a narrow range of starts;
     spans are stored roughly in time order, so its query reads only the row groups of that range
