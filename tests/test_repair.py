@@ -306,6 +306,34 @@ def test_calls_that_are_not_one_request_stay_two(second):
     assert explain(t, 0).result.llm_calls == 2 and t.repairs == []
 
 
+@pytest.mark.parametrize(
+    ("spans", "repair"),
+    [
+        (  # a call, then another recorded twice: only the later two share an instant
+            [
+                span("A", "R", "llm", 0, 100, name="chat gpt-x", label="gpt-x", scope=OURS),
+                span("B", "R", "llm", 100, 300, name="ChatOpenAI", label="gpt-x", scope=THEIRS),
+                span("C", "R", "llm", 120, 290, name="chat gpt-x", label="gpt-x", scope=OURS),
+            ],
+            ("B", SAME_CALL, "C"),
+        ),
+        (  # an instant's record beside a longer one of the same start
+            [
+                span("A", "R", "llm", 50, 50, name="OpenAI-generation", scope="langfuse-sdk"),
+                span("B", "R", "llm", 50, 150, name="chat gpt-x", label="gpt-x", scope=OURS),
+            ],
+            ("B", SAME_CALL, "A"),
+        ),
+    ],
+    ids=["after a disjoint call", "same start, one of no length"],
+)
+def test_records_of_one_call_are_found_among_calls_one_after_another(spans, repair):
+    t = trace(span("R", None, "task", 0, 400), *spans)
+    same = [(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs if r.rule == SAME_CALL]
+    assert same == [repair]
+    assert explain(t, 0).result.llm_calls == len(spans) - 1
+
+
 def test_without_repair_both_records_are_counted():
     spans = (
         span("R", None, "task", 0, 1000),
