@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import tempfile
 
-from tracebuild import varied_store
+from tracebuild import span, varied_store
 
-from agentscope.analysis import pipeline, report
+from agentscope.analysis import pipeline, report, rows
+from agentscope.analysis.batch import SpanBatch, as_columns
 from agentscope.analysis.pipeline import task_results
 from agentscope.store import Store, query
 from agentscope.store.shared import SharedStore
@@ -66,3 +68,26 @@ def test_batches_reach_the_workers_without_a_usable_temporary_folder(tmp_path, m
         assert task_results(store, variants, workers=2) == expected
         monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
         assert task_results(store, variants, workers=2) == expected
+
+
+def test_a_batch_is_read_analysed_and_made_rows_with_the_collector_paused(monkeypatch):
+    """A worker's batch, from its columns to its rows, is one pause of the garbage collector: a pause
+    that ended with the results still alive had the collector walk all of them."""
+    enabled_in: dict[str, bool] = {}
+
+    def spied(module, name):
+        real = getattr(module, name)
+
+        def spy(*args, **kwargs):
+            enabled_in[name] = gc.isenabled()
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+
+    spied(SpanBatch, "from_any")
+    spied(rows, "results_table")
+    spans = as_columns([span("R", None, "task", 0, 100), span("L", "R", "llm", 10, 90, label="gpt-x")])
+    assert gc.isenabled()
+    table = rows.analyze_rows(spans, pipeline.ROW_VARIANTS)
+    assert table.num_rows == 1 and enabled_in == {"from_any": False, "results_table": False}
+    assert gc.isenabled()

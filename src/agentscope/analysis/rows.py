@@ -15,7 +15,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agentscope.analysis.tasks import RESULT_FIELDS, TaskResult, analyze
+from agentscope.analysis.tasks import RESULT_FIELDS, TaskResult, analyze, collector_paused
 from agentscope.store.arrays import column
 from agentscope.store.schema import TASK_ARROW_SCHEMA
 
@@ -76,7 +76,8 @@ def analyze_rows(spans: Any, variants: Sequence[Mapping[str, float]] = (), **opt
     """``analyze``'s results as rows of the task table, their services null: what a worker process sends
     back when the rows are to be kept.  Building the rows in the workers leaves the reader, which
     waits for them, only a concatenation; and a table pickles as a few buffers."""
-    return results_table(analyze(spans, variants, **options))
+    with collector_paused():  # until the results are rows and freed (see collector_paused)
+        return results_table(analyze(spans, variants, **options))
 
 
 def with_services(rows: pa.Table, services: pa.Table) -> pa.Table:

@@ -295,9 +295,9 @@ def analyze(
     ``repair=False`` walks foreign trees exactly as recorded (DESIGN §5.1);
     each of ``targets`` appends the task's duration on that candidate to ``whatif_ns``.
     """
-    batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
-    gathered = _WhatIfs(reductions(variants), targets)
     with collector_paused():
+        batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
+        gathered = _WhatIfs(reductions(variants), targets)
         for trace in Trace.each(batch, repair=repair):
             for task in trace.tasks():
                 if task_name is not None and task_name_of(trace, task) != task_name:
@@ -315,8 +315,9 @@ def analyze_by_field(
 
     It lives here, not with the pipeline, so that a worker process imports the analysis and not the
     store."""
-    results = analyze(spans, variants, **options)
-    return [[getattr(result, name) for result in results] for name in RESULT_FIELDS]
+    with collector_paused():
+        results = analyze(spans, variants, **options)
+        return [[getattr(result, name) for result in results] for name in RESULT_FIELDS]
 
 
 @contextlib.contextmanager
@@ -326,6 +327,12 @@ def collector_paused() -> Iterator[None]:
     The walk allocates millions of short-lived lists and tuples but creates no
     reference cycles, and the collector's passes over them cost about a tenth of
     the time. The pause is process-wide and ends with the batch.
+
+    It holds from the batch's columns to what is made of its results (rows, lists by
+    field): the collector's first pass after a pause walks every object made during it
+    that is still alive, so a pause that ended with the results still held had them all
+    walked, and the rows built after it set off more passes (a seventh of a worker's
+    time on rich spans).  Nested pauses are one: the outermost ends it.
     """
     enabled = gc.isenabled()
     gc.disable()
