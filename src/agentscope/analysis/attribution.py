@@ -11,6 +11,7 @@ span's mix, so the category times of a task sum to its wall time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import NamedTuple
 
 from agentscope.analysis import categories as C
@@ -32,7 +33,8 @@ OPERATION_KINDS = {"tool": "tool", "llm": "inference", "db": "db", "http": "netw
 
 
 _TIMINGS = ("server_queue_ms", "server_prefill_ms", "server_decode_ms", "server_total_ms")
-_NO_TIMINGS = [None] * len(_TIMINGS)
+_NO_TIMINGS = (None,) * len(_TIMINGS)
+_timing_columns = itemgetter(*_TIMINGS)
 
 
 def provider_span(trace: Trace, i: int) -> int | None:
@@ -53,19 +55,22 @@ def provider_span(trace: Trace, i: int) -> int | None:
     return None
 
 
-def _timings_of(trace: Trace, i: int, provider: int | None) -> list[float | None]:
+def _timings_of(trace: Trace, i: int, provider: int | None) -> Sequence[float | None]:
     """Call ``i``'s server timings (``_TIMINGS`` order, ns): its own (as ``Trace.call`` reads them), else
     its provider span's.  Read column by column here, not through ``Trace.call``: every LLM call's split
-    asks, twice with an HTTP attempt under it."""
-    columns = trace.batch
+    asks, twice with an HTTP attempt under it; and most calls have none, which is told before any
+    conversion."""
+    queue, prefill, decode, total = _timing_columns(trace.batch)
     row = trace.rows[i]
-    own = [columns[column][row] for column in _TIMINGS]
+    own = (queue[row], prefill[row], decode[row], total[row])
     if trace.merged and None in own:
         supplied = trace.merged.get(i, {})
-        own = [supplied.get(column) if value is None else value for column, value in zip(_TIMINGS, own)]
+        own = tuple(supplied.get(column) if value is None else value for column, value in zip(_TIMINGS, own))
     if provider is not None and own == _NO_TIMINGS:
         row = trace.rows[provider]
-        own = [columns[column][row] for column in _TIMINGS]
+        own = (queue[row], prefill[row], decode[row], total[row])
+    if own == _NO_TIMINGS:
+        return own
     return [None if value is None else max(0.0, float(value)) * 1e6 for value in own]
 
 
