@@ -167,6 +167,8 @@ def main() -> None:
         "--work", type=Path, help="keep the store built here and use it again (10M spans take minutes)"
     )
     args = parser.parse_args()
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         base = Path(tmp) / "base.duckdb"
         kept = args.work / f"rich-{args.traces}.duckdb" if args.work else None
