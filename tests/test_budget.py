@@ -143,3 +143,35 @@ def test_catalog_errors_name_the_entry_and_field(tmp_path):
     )
     assert own.per_token[0].cost(1e6, 1e6, cached_tokens=5e5) == pytest.approx(0.5 + 0.25 + 2)
     assert variants(DEFAULT_SCENARIOS)
+
+
+def test_the_population_sums_in_rank_order_a_block_at_a_time(monkeypatch):
+    """Means and sums add the tasks in rank order, as Python's ``sum`` would, a block of rows at a time;
+    percentiles are the nearest ranks of the sorted values.  Blocks of three rows give the same
+    population as one block."""
+    import random
+
+    from agentscope.analysis import report
+
+    rng = random.Random(7)
+    tasks = results(40)
+    for task in tasks:
+        task.components = [rng.random() * 10 ** rng.randrange(3, 12) for _ in KEYS]
+        task.duration_ns = rng.randrange(10**9, 10**10)
+        task.serial_llm_calls = rng.randrange(6)
+        task.whatif_ns = [rng.random() * 1e9 for _ in task.whatif_ns]
+    rng.shuffle(tasks)
+    whole = report.Population.of(tasks, 95)
+    ranked = sorted(tasks, key=lambda t: (t.duration_ns, t.trace_id, t.span_id))
+    index = {key: i for i, key in enumerate(KEYS)}
+    assert whole.mean_components == [sum(t.components[i] for t in ranked) / 40 for i in range(len(KEYS))]
+    assert whole.unsplit_ns == sum(t.components[index["inference.unsplit"]] for t in ranked)
+    pd = (index["inference.prefill"], index["inference.decode"])
+    assert whole.split_measured_ns == sum(t.components[pd[0]] + t.components[pd[1]] for t in ranked)
+    serial = sorted(t.serial_llm_calls for t in tasks)
+    assert (whole.serial_mean, whole.serial_p95) == (sum(serial) / 40, report.nearest_rank(serial, 95))
+    for j, found in enumerate(whole.whatif_ns):
+        column = sorted(t.whatif_ns[j] for t in tasks)
+        assert found == {q: report.nearest_rank(column, q) for q in (50, 95)}
+    monkeypatch.setattr(report, "IN_ORDER_ROWS", 3)
+    assert report.Population.of(tasks, 95) == whole

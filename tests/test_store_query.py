@@ -247,3 +247,22 @@ def test_columns_built_from_buffers_equal_arrow_s_own():
         built = column(values, arrow_type)
         built.validate(full=True)
         assert built.equals(pa.array(values, type=arrow_type)), (values, arrow_type)
+
+
+@pytest.mark.parametrize("sizes", [(4,), (3, 0, 5, 2), (0, 0, 6), (1, 1, 1, 1)])
+def test_values_taken_chunk_by_chunk_come_in_the_order_asked(sizes):
+    """A report's window of rows is taken from each chunk of a column without joining the chunks; the
+    values come back in the order of the rows asked for, repeats included."""
+    import numpy as np
+
+    from agentscope.store.arrays import taken
+
+    values = [f"ops-{i}" for i in range(sum(sizes))]
+    starts = list(itertools.accumulate(sizes, initial=0))
+    chunked = pa.chunked_array(
+        [pa.array(values[a:b], pa.string()) for a, b in itertools.pairwise(starts)], pa.string()
+    )
+    rng = random.Random(len(sizes))
+    for count in (0, 1, 7, 20):
+        rows = np.array([rng.randrange(len(values)) for _ in range(count)], dtype=np.int64)
+        assert taken(chunked, rows).to_pylist() == [values[r] for r in rows]

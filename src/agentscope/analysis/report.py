@@ -20,7 +20,7 @@ from agentscope.analysis import categories as C
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.tasks import TaskResult, TraceExplanation
 from agentscope.analysis.whatif import Scenario
-from agentscope.store.arrays import int64_array, numbers
+from agentscope.store.arrays import numbers, taken
 
 SCHEMA = "agentscope.blame/v1"
 DEFAULT_SCENARIOS = (
@@ -39,12 +39,9 @@ def curve_scenarios() -> list[Scenario]:
 def curve_points(whatifs: np.ndarray, curve: Sequence[Scenario]) -> list[tuple[float, float, float]]:
     """(inference speedup, p95 ms optimistic, p95 ms pessimistic) of each ``curve`` scenario, from a
     tasks × what-ifs matrix holding each scenario's optimistic then pessimistic durations (ns)."""
-    rank = max(1, math.ceil(95 / 100 * len(whatifs)))  # nearest_rank's, found by partition, not a sort
     points = []
     for k, scenario in enumerate(curve):
-        optimistic, pessimistic = (
-            np.partition(whatifs[:, 2 * k + side], rank - 1)[rank - 1].item() for side in (0, 1)
-        )
+        optimistic, pessimistic = (_percentiles(whatifs[:, 2 * k + side], (95,))[95] for side in (0, 1))
         points.append((scenario.speedups["inference"], optimistic / 1e6, pessimistic / 1e6))
     return points
 
@@ -58,8 +55,19 @@ TOP_OPERATIONS = 20
 
 def nearest_rank(sorted_values: Sequence[float], percentile: float) -> float:
     """The nearest-rank percentile of ascending ``sorted_values`` (at least the first value)."""
-    rank = max(1, math.ceil(percentile / 100 * len(sorted_values)))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
+    return sorted_values[_rank_index(len(sorted_values), percentile)]
+
+
+def _rank_index(count: int, percentile: float) -> int:
+    """Where the nearest-rank percentile of ``count`` (at least one) ascending values is, 0-based."""
+    return min(max(1, math.ceil(percentile / 100 * count)), count) - 1
+
+
+def _percentiles(values: np.ndarray, percentiles: Iterable[float]) -> dict[float, Any]:
+    """Percentile → :func:`nearest_rank` of the unsorted ``values``, found by partition, not a sort."""
+    at = {q: _rank_index(len(values), q) for q in percentiles}
+    placed = np.partition(values, sorted(set(at.values())))
+    return {q: placed[i].item() for q, i in at.items()}
 
 
 def variants(scenarios: Sequence[Scenario]) -> list[Mapping[str, float]]:
@@ -211,7 +219,7 @@ class Population:
             names=sorted(pc.unique(table.column("name")).to_pylist()),
             calls_without_tokens=int(pc.sum(table.column("calls_without_tokens")).as_py() or 0),
             repaired=int(pc.sum(table.column("repaired")).as_py() or 0),
-            window_operations=lambda rows: operations_of(table.column("operations").take(int64_array(rows))),
+            window_operations=lambda rows: operations_of(taken(table.column("operations"), rows)),
         )
 
     @classmethod
@@ -234,13 +242,12 @@ class Population:
         ``window_operations`` gives the operations of the tasks at the rows it is given, in that order."""
         count = len(durations)
         ranked_durations = durations[order]
-        components = components[order]
-        serial = np.sort(serial_calls)
         wanted = (*WHATIF_PERCENTILES, percentile)
-        ranked_whatifs = np.sort(whatifs, axis=0).T
-        whatif = [{q: nearest_rank(ordered, q).item() for q in wanted} for ordered in ranked_whatifs]
+        whatif = [_percentiles(column, wanted) for column in whatifs.T]
         lo, hi = window_ranks(count, percentile)
+        window = order[lo - 1 : hi]
         index = C.KEY_INDEX
+        summed = _in_order(components, order)
         return cls(
             count=count,
             accepted=accepted,
@@ -250,14 +257,14 @@ class Population:
             },
             max_ns=ranked_durations[-1].item(),
             mean_ns=sum(durations.tolist()) / count,
-            mean_components=(_in_order(components) / count).tolist(),
-            window=Window.of(components[lo - 1 : hi], window_operations(order[lo - 1 : hi])),
-            serial_mean=sum(serial.tolist()) / count,
-            serial_p95=nearest_rank(serial, 95).item(),
+            mean_components=(summed / count).tolist(),
+            window=Window.of(components[window], window_operations(window)),
+            serial_mean=int(serial_calls.sum()) / count,
+            serial_p95=_percentiles(serial_calls, (95,))[95],
             split_measured_ns=float(
-                _in_order(components[:, index[C.PREFILL]] + components[:, index[C.DECODE]])
+                _in_order(components[:, index[C.PREFILL]] + components[:, index[C.DECODE]], order)
             ),
-            unsplit_ns=float(_in_order(components[:, index[C.UNSPLIT]])),
+            unsplit_ns=float(summed[index[C.UNSPLIT]]),
             whatif_ns=whatif,
             calls_without_tokens=calls_without_tokens,
             repaired=repaired,
@@ -271,10 +278,29 @@ def list_matrix(column: pa.ChunkedArray, rows: int, picks: Sequence[int] | None 
     return matrix if picks is None else matrix[:, list(picks)]
 
 
-def _in_order(values: np.ndarray) -> np.ndarray:
-    """The sum of ``values`` along the first axis added one after another, as Python's ``sum`` adds
-    (``np.sum`` adds pairwise, which rounds differently)."""
-    return np.cumsum(values, axis=0)[-1]
+IN_ORDER_ROWS = 1 << 16
+"""Rows summed at a time by :func:`_in_order`."""
+
+
+def _in_order(values: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
+    """The sum of ``values`` (at least one row) along the first axis, its rows taken in ``order`` (or
+    as they are) and added one after another, as Python's ``sum`` adds (``np.sum`` may add pairwise,
+    which rounds differently).
+
+    A running sum of every row would be a copy of ``values``: at 500,000 tasks, 48 MB of fresh
+    memory for 12 numbers, which cost more than the additions.  So the rows are summed a block at a
+    time, each block's running sum starting from the last one's total."""
+    rows = len(values) if order is None else len(order)
+    total = None
+    for start in range(0, rows, IN_ORDER_ROWS):
+        stop = start + IN_ORDER_ROWS
+        block = values[start:stop] if order is None else values[order[start:stop]]
+        if total is not None:
+            block = np.concatenate([total, block])
+        total = np.cumsum(block, axis=0)[-1:]
+    if total is None:
+        raise ValueError("no rows to sum")
+    return total[0]
 
 
 def _speedups_json(speedups: Mapping[str, float]) -> dict[str, float | str]:

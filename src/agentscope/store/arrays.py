@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate, chain
+from itertools import accumulate, chain, pairwise
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,29 @@ def numbers(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
 def int64_array(values: Any) -> pa.Array:
     """Row numbers (an int64 NumPy array, or ``array("q")``) as an Arrow array over the same buffer."""
     return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+    """The values of ``column`` at ``rows`` (an int64 NumPy array, in any order), taken chunk by chunk.
+
+    Arrow's ``take`` of a column of several chunks first joins them into one array: a copy of the
+    whole column, which for a window of 25,000 of 500,000 tasks' ``operations`` is 190 MB of text
+    (0.35 s the first time, most of it in touching fresh memory).
+    """
+    starts = np.cumsum([0, *(len(chunk) for chunk in column.chunks)], dtype=np.int64)
+    which = np.searchsorted(starts, rows, side="right") - 1
+    by_chunk = np.argsort(which, kind="stable")
+    edges = np.searchsorted(which[by_chunk], np.arange(column.num_chunks + 1))
+    parts = [
+        column.chunk(k).take(int64_array(rows[by_chunk[a:z]] - starts[k]))
+        for k, (a, z) in enumerate(pairwise(edges))
+        if z > a
+    ]
+    if not parts:
+        return pa.nulls(0, column.type)
+    back = np.empty_like(by_chunk)
+    back[by_chunk] = np.arange(len(by_chunk))
+    return pa.concat_arrays(parts).take(int64_array(back))
 
 
 def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
