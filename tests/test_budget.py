@@ -175,3 +175,24 @@ def test_the_population_sums_in_rank_order_a_block_at_a_time(monkeypatch):
         assert found == {q: report.nearest_rank(column, q) for q in (50, 95)}
     monkeypatch.setattr(report, "IN_ORDER_ROWS", 3)
     assert report.Population.of(tasks, 95) == whole
+
+
+def test_what_ifs_read_a_position_at_a_time_equal_the_matrix_s_columns():
+    """A curve or a report reads a few what-if positions of every row's list, gathered where each chunk
+    holds them: the same values as the columns of a matrix of all of them."""
+    import numpy as np
+    import pyarrow as pa
+
+    from agentscope.analysis import report
+
+    rows = [[float(10 * r + k) for k in range(5)] for r in range(11)]
+    chunked = pa.chunked_array(
+        [pa.array(part, pa.list_(pa.float64())) for part in (rows[:4], [], rows[4:9], rows[9:])]
+    )
+    matrix = report.list_matrix(chunked, len(rows))
+    assert [c.tolist() for c in report.list_columns(chunked)] == [c.tolist() for c in matrix.T]
+    assert [c.tolist() for c in report.list_columns(chunked, [3, 0])] == [
+        matrix[:, 3].tolist(),
+        matrix[:, 0].tolist(),
+    ]
+    assert all(c.flags.c_contiguous and c.dtype == np.float64 for c in report.list_columns(chunked, [1]))

@@ -520,7 +520,7 @@ def latency_curve(
         return None
     durations = np.array([r.duration_ns for r in results], dtype=np.int64)
     whatifs = np.array([r.whatif_ns for r in results], dtype=np.float64)
-    return report.curve_points(whatifs, curve), (np.sort(durations) / 1e6).tolist()
+    return report.curve_points(whatifs.T, curve), (np.sort(durations) / 1e6).tolist()
 
 
 def blame_table(
@@ -547,7 +547,7 @@ def curve_table(
     them at ``picks``; None when there are no rows."""
     if not table.num_rows:
         return None
-    whatifs = report.list_matrix(table.column("whatif_ns"), table.num_rows, picks)
+    whatifs = report.list_columns(table.column("whatif_ns"), picks)
     durations = numbers(table.column("duration_ns"))
     return report.curve_points(whatifs, report.curve_scenarios()), (np.sort(durations) / 1e6).tolist()
 

@@ -36,12 +36,15 @@ def curve_scenarios() -> list[Scenario]:
     return [Scenario(f"inference x{f:g}", {"inference": f}) for f in CURVE_FACTORS]
 
 
-def curve_points(whatifs: np.ndarray, curve: Sequence[Scenario]) -> list[tuple[float, float, float]]:
-    """(inference speedup, p95 ms optimistic, p95 ms pessimistic) of each ``curve`` scenario, from a
-    tasks × what-ifs matrix holding each scenario's optimistic then pessimistic durations (ns)."""
+def curve_points(
+    whatifs: Sequence[np.ndarray], curve: Sequence[Scenario]
+) -> list[tuple[float, float, float]]:
+    """(inference speedup, p95 ms optimistic, p95 ms pessimistic) of each ``curve`` scenario, from the
+    tasks' what-if durations (ns), a column a what-if (a matrix's ``.T``, or :func:`list_columns`): each
+    scenario's optimistic then pessimistic."""
     points = []
     for k, scenario in enumerate(curve):
-        optimistic, pessimistic = (_percentiles(whatifs[:, 2 * k + side], (95,))[95] for side in (0, 1))
+        optimistic, pessimistic = (_percentiles(whatifs[2 * k + side], (95,))[95] for side in (0, 1))
         points.append((scenario.speedups["inference"], optimistic / 1e6, pessimistic / 1e6))
     return points
 
@@ -189,7 +192,7 @@ class Population:
             order,
             np.array([r.components for r in results], dtype=np.float64),
             np.array([r.serial_llm_calls for r in results]),
-            np.array([r.whatif_ns for r in results], dtype=np.float64).reshape(len(results), -1),
+            np.array([r.whatif_ns for r in results], dtype=np.float64).reshape(len(results), -1).T,
             accepted=sum(1 for r in results if r.accepted),
             names=sorted({r.name for r in results}),
             calls_without_tokens=sum(r.calls_without_tokens for r in results),
@@ -214,7 +217,7 @@ class Population:
             numbers(pc.sort_indices(table, sort_keys=keys)).astype(np.int64),
             list_matrix(table.column("components"), n),
             numbers(table.column("serial_llm_calls")),
-            list_matrix(table.column("whatif_ns"), n, picks),
+            list_columns(table.column("whatif_ns"), picks),
             accepted=int(pc.sum(table.column("accepted").cast(pa.int64())).as_py() or 0),
             names=sorted(pc.unique(table.column("name")).to_pylist()),
             calls_without_tokens=int(pc.sum(table.column("calls_without_tokens")).as_py() or 0),
@@ -230,7 +233,7 @@ class Population:
         order: np.ndarray,
         components: np.ndarray,
         serial_calls: np.ndarray,
-        whatifs: np.ndarray,
+        whatifs: Sequence[np.ndarray],
         *,
         accepted: int,
         names: list[str],
@@ -243,7 +246,7 @@ class Population:
         count = len(durations)
         ranked_durations = durations[order]
         wanted = (*WHATIF_PERCENTILES, percentile)
-        whatif = [_percentiles(column, wanted) for column in whatifs.T]
+        whatif = [_percentiles(column, wanted) for column in whatifs]
         lo, hi = window_ranks(count, percentile)
         window = order[lo - 1 : hi]
         index = C.KEY_INDEX
@@ -271,11 +274,26 @@ class Population:
         )
 
 
-def list_matrix(column: pa.ChunkedArray, rows: int, picks: Sequence[int] | None = None) -> np.ndarray:
-    """A list column whose lists are all of one length as a ``rows`` × length matrix; only the columns at
-    ``picks``, in that order, where given."""
-    matrix = numbers(pc.list_flatten(column)).astype(np.float64, copy=False).reshape(rows, -1)
-    return matrix if picks is None else matrix[:, list(picks)]
+def list_matrix(column: pa.ChunkedArray, rows: int) -> np.ndarray:
+    """A list column whose lists are all of one length as a ``rows`` × length matrix."""
+    return numbers(pc.list_flatten(column)).astype(np.float64, copy=False).reshape(rows, -1)
+
+
+def list_columns(column: pa.ChunkedArray, picks: Sequence[int] | None = None) -> list[np.ndarray]:
+    """The values at positions ``picks`` (every position, where not given) of a list column whose lists
+    are all of one length: an array across the rows a position.
+
+    Each is gathered from the chunks' values where they lie.  A matrix of every row's list (what
+    :func:`list_matrix` makes) copies all of them first: at 500,000 tasks and 38 kept what-ifs, 152 MB
+    of fresh memory, most of what a curve or a report of a few what-ifs cost."""
+    flats = [numbers(chunk.flatten()) for chunk in column.chunks if len(chunk)]
+    if not flats:
+        return [np.empty(0) for _ in picks or ()]
+    width = len(flats[0]) // len(next(chunk for chunk in column.chunks if len(chunk)))
+    return [
+        np.concatenate([flat[at::width] for flat in flats]).astype(np.float64, copy=False)
+        for at in (range(width) if picks is None else picks)
+    ]
 
 
 IN_ORDER_ROWS = 1 << 16

@@ -80,4 +80,4 @@ def _curve(
 ) -> list[tuple[float, float, float]]:
     """(inference speedup, p95 ms optimistic, p95 ms pessimistic) of each curve scenario."""
     whatifs = np.array([r.whatif_ns[offset:] for r in results], dtype=np.float64)
-    return report.curve_points(whatifs, curve)
+    return report.curve_points(whatifs.T, curve)
