@@ -26,14 +26,14 @@ import sys
 
 ONE_ROUND = """
 import sys, time
+from itertools import islice
 from agentscope.analysis.pipeline import ROW_VARIANTS
 from agentscope.analysis.rows import analyze_rows
 from agentscope.store import Store
 from agentscope.store.query import span_batches
 
 with Store(sys.argv[1], read_only=True) as store:
-    read = span_batches(store)
-    batches = [batch for batch, _ in zip(read, range(int(sys.argv[2])))]
+    batches = list(islice(span_batches(store), int(sys.argv[2])))
 spans = sum(batch.num_rows for batch in batches)
 times = []
 for _ in range(3):
