@@ -286,10 +286,11 @@ def list_columns(column: pa.ChunkedArray, picks: Sequence[int] | None = None) ->
     Each is gathered from the chunks' values where they lie.  A matrix of every row's list (what
     :func:`list_matrix` makes) copies all of them first: at 500,000 tasks and 38 kept what-ifs, 152 MB
     of fresh memory, most of what a curve or a report of a few what-ifs cost."""
-    flats = [numbers(chunk.flatten()) for chunk in column.chunks if len(chunk)]
-    if not flats:
+    chunks = [chunk for chunk in column.chunks if len(chunk)]
+    if not chunks:
         return [np.empty(0) for _ in picks or ()]
-    width = len(flats[0]) // len(next(chunk for chunk in column.chunks if len(chunk)))
+    flats = [numbers(chunk.flatten()) for chunk in chunks]
+    width = len(flats[0]) // len(chunks[0])
     return [
         np.concatenate([flat[at::width] for flat in flats]).astype(np.float64, copy=False)
         for at in (range(width) if picks is None else picks)
