@@ -196,3 +196,42 @@ def test_what_ifs_read_a_position_at_a_time_equal_the_matrix_s_columns():
         matrix[:, 0].tolist(),
     ]
     assert all(c.flags.c_contiguous and c.dtype == np.float64 for c in report.list_columns(chunked, [1]))
+
+
+def test_a_percentile_found_in_a_sampled_band_is_the_sorted_values_one(monkeypatch):
+    """Percentiles of many values partition only a band that a sample bounds; the counts around the
+    band decide, so the answer is the nearest rank whatever the sample saw: values in order, ties,
+    integers, NaN (sorted last), and values whose sampled positions mislead it (the band then misses,
+    and every value is partitioned; the other cases partition a band only)."""
+    import numpy as np
+
+    from agentscope.analysis import report
+
+    partitioned: list[int] = []
+    partition = np.partition
+    monkeypatch.setattr(np, "partition", lambda a, k: partitioned.append(len(a)) or partition(a, k))
+    rng = np.random.default_rng(11)
+    n = 100_003
+    misleading = rng.random(n)
+    misleading[:: n // report.SELECT_SAMPLE] += 10  # the sample sees only the largest values
+    with_nan = rng.lognormal(size=n)
+    with_nan[rng.integers(0, n, 5000)] = np.nan
+    cases = {
+        "lognormal": rng.lognormal(size=n),
+        "ascending": np.arange(n, dtype=np.float64),
+        "ties": rng.integers(0, 7, n).astype(np.float64),
+        "integers": rng.integers(0, 1000, n),
+        "misleading": misleading,
+        "nan": with_nan,
+    }
+    for name, values in cases.items():
+        ranked = np.sort(values)
+        partitioned.clear()
+        found = report._percentiles(values, (0, 1, 50, 92.5, 95, 97.5, 99.9, 100))
+        expected = {q: ranked[report._rank_index(n, q)].item() for q in found}
+        assert found.keys() == expected.keys(), name
+        assert all(a == b or (np.isnan(a) and np.isnan(b)) for a, b in zip(found.values(), expected.values()))
+        if name == "misleading":
+            assert n in partitioned
+        elif name != "nan":  # NaN's ranks are past the band: those are found among every value
+            assert n not in partitioned, name
