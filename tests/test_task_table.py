@@ -368,3 +368,30 @@ def test_rows_brought_up_to_date_equal_a_full_recompute(history, prune_at, other
         if read or i == len(batches) - 1:
             rows = pipeline.kept_rows(shared, every, selection=selection, previous=rows)
             assert pipeline.blame_table(rows.table, picks=picks) == _full(shared, selection)
+
+
+def test_a_reader_holding_rows_analyses_only_what_was_written_after_them(tmp_path, monkeypatch):
+    """A reader that brings its rows up to date analyses only the traces written after its last read,
+    even where its rows could not be written back then (the store busy): the store's own rows of the
+    earlier traces are missing, and the reader's answer is still a full recompute's."""
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(9, 4)
+    traces = sorted({r[0] for r in rows})
+    early = [r for r in rows if r[0] in traces[:6]]
+    shared.insert(rows_to_table(early))
+    every = range(len(pipeline.ROW_VARIANTS))
+    with monkeypatch.context() as busy:
+        busy.setattr(pipeline, "_write_back", lambda *args: None)
+        kept = pipeline.kept_rows(shared, every)
+    first = kept.table.num_rows
+    assert first and _kept(shared.path) == (0, 0)
+    analysed: list[int] = []
+    analysed_rows = pipeline.analysed_rows
+    monkeypatch.setattr(
+        pipeline, "analysed_rows", lambda *args: analysed.append(len(rows := analysed_rows(*args))) or rows
+    )
+    shared.insert(rows_to_table([r for r in rows if r not in early]))
+    kept = pipeline.kept_rows(shared, every, previous=kept)
+    picks = pipeline.row_picks(variants(DEFAULT_SCENARIOS), True, ())
+    assert pipeline.blame_table(kept.table, picks=picks) == _full(shared, None)
+    assert analysed == [kept.table.num_rows - first] and _kept(shared.path)[1] == 3

@@ -444,16 +444,19 @@ def _without(batch: pa.RecordBatch, traces: pa.Array) -> pa.RecordBatch:
 def _read_kept(
     store: Store, selection: Selection | None, picks: list[int], live: bool, since: int | None = None
 ) -> _Kept | None:
-    """The changed traces, the other traces' selected rows (with the ``picks`` of their what-ifs; only
-    those kept after write ``since``, unless traces were deleted after it) and, ``live``, the changed
-    traces' spans; None when spans were written by other means than agentscope's writers, which
-    marked no trace."""
+    """The changed traces, the other traces' selected rows (with the ``picks`` of their what-ifs) and,
+    ``live``, the changed traces' spans; None when spans were written by other means than agentscope's
+    writers, which marked no trace.
+
+    With ``since`` (unless traces were deleted after that write), the caller holds the rows of every
+    trace as it stood then: only the traces written after it can have changed, and only the rows kept
+    after it are read."""
     if store.unmarked_writes():
         return None
     seq = store.write_seq()
     if since is not None and store.deleted_seq() > since:
         since = None
-    changed = changed_traces(store, ROW_VERSION)
+    changed = changed_traces(store, ROW_VERSION, since)
     every = _every_whatif(picks)
     rows = selected_rows(store, selection, changed, None if every else picks, since)
     if not len(changed):
