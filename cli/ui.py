@@ -37,6 +37,7 @@ from agentscope.analysis.pipeline import (
     latency_curve,
     row_picks,
     task_results,
+    writes_aside,
 )
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank, trace_report
@@ -78,7 +79,7 @@ class StoreView:
         self.targets = tuple(targets)
         """The candidates whose predicted p50/p95 the budget puts beside their cost."""
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
-        self._rows: OrderedDict[Selection, tuple[tuple[int, int], KeptRows]] = OrderedDict()
+        self._rows: OrderedDict[Selection, KeptRows] = OrderedDict()
         self._lock = threading.Lock()
 
     def _version(self) -> tuple[int, int]:
@@ -91,15 +92,17 @@ class StoreView:
         except StoreError as exc:
             raise Problem(str(exc), 503) from None
 
-    def _remember(self, key: tuple[Any, ...], compute: Callable[[tuple[int, int]], Any]) -> Any:
-        """``compute(version)``, kept for the store's content of that version (:meth:`_version`)."""
-        version = self._version()
-        key = (version, *key)
+    def _remember(
+        self, key: tuple[Any, ...], compute: Callable[[], Any], version: tuple[int, int] | None = None
+    ) -> Any:
+        """``compute()``, kept for the store's content of that ``version`` (read here when not given:
+        :meth:`_version`)."""
+        key = (version or self._version(), *key)
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        value = compute(version)
+        value = compute()
         with self._lock:
             self._cache[key] = value
             while len(self._cache) > CACHED_SELECTIONS:
@@ -124,50 +127,61 @@ class StoreView:
         except StoreError as exc:
             raise Problem(str(exc), 503) from None
 
-    def rows(self, selection: Selection, version: tuple[int, int]) -> pa.Table:
-        """The task table's rows of the selection with every what-if time (``kept_rows``), current for
-        the store's content ``version``: one read answers the overview's blame, curve and names, and
-        the next brings them up to date while the store is written."""
+    def rows(self, selection: Selection) -> KeptRows:
+        """The task table's rows of the selection with every what-if time (``kept_rows``), current: the
+        last read's rows, brought up to date with what was kept and written since.  Its ``version`` is
+        the store's content as read, in the same read, so an answer from them needs no other.
+
+        Within ``writes_aside``, the rows of the traces analysed here are written back while an answer
+        is made from them; outside it, before it returns."""
         with self._lock:
-            kept = self._rows.get(selection)
-            if kept is not None and kept[0] == version:
-                self._rows.move_to_end(selection)
-                return kept[1].table
-        previous = kept[1] if kept is not None else None
+            previous = self._rows.get(selection)
         every = range(len(ROW_VARIANTS))
-        with collector_paused():  # the last read's rows, brought up to date: what was kept and written since
+        with collector_paused():
             rows = self._analyse(lambda s: kept_rows(s, every, selection=selection, previous=previous))
         with self._lock:
-            self._rows[selection] = (version, rows)
+            self._rows[selection] = rows
             self._rows.move_to_end(selection)
             while len(self._rows) > CACHED_ROWS:
                 self._rows.popitem(last=False)
-        return rows.table
+        return rows
+
+    def _from_rows(
+        self, key: tuple[Any, ...], selection: Selection, answer: Callable[[pa.Table], Any]
+    ) -> Any:
+        """``answer`` of the selection's current rows (:meth:`rows`), kept for the content they were read
+        at."""
+        with writes_aside():
+            rows = self.rows(selection)
+            return self._remember(key, lambda: answer(rows.table), rows.version)
 
     def blame(self, selection: Selection, repair: bool, percentile: float) -> dict[str, Any] | None:
         """The blame document, from the task table's columns (``blame_store``)."""
         picks = row_picks(report.variants(report.DEFAULT_SCENARIOS), repair, ())
 
-        def work(version: tuple[int, int]) -> dict[str, Any] | None:
-            if picks is not None:
-                return blame_table(self.rows(selection, version), percentile=percentile, picks=picks)
-            return self._analyse(
-                lambda s: blame_store(s, percentile=percentile, repair=repair, selection=selection)
+        key = ("blame", selection, repair, percentile)
+        if picks is not None:
+            return self._from_rows(
+                key, selection, lambda rows: blame_table(rows, percentile=percentile, picks=picks)
             )
-
-        return self._remember(("blame", selection, repair, percentile), work)
+        return self._remember(
+            key,
+            lambda: self._analyse(
+                lambda s: blame_store(s, percentile=percentile, repair=repair, selection=selection)
+            ),
+        )
 
     def results(self, selection: Selection, repair: bool) -> list[TaskResult]:
         variants = report.variants(report.DEFAULT_SCENARIOS)
         return self._remember(
             ("results", selection, repair),
-            lambda _: self._analyse(lambda s: task_results(s, variants, repair=repair, selection=selection)),
+            lambda: self._analyse(lambda s: task_results(s, variants, repair=repair, selection=selection)),
         )
 
     def budget(self, selection: Selection, repair: bool, tasks_per_month: float) -> dict[str, Any] | None:
         return self._remember(
             ("budget", selection, repair, tasks_per_month),
-            lambda _: self._analyse(
+            lambda: self._analyse(
                 lambda s: budget_store(
                     s, self.catalog, tasks_per_month, repair=repair, targets=self.targets, selection=selection
                 )
@@ -178,11 +192,9 @@ class StoreView:
         """The overview's what-if curve and histogram: the budget document's, from the task table."""
         picks = row_picks(report.variants(report.curve_scenarios()), repair, ())
 
-        def work(version: tuple[int, int]) -> dict[str, Any] | None:
-            if picks is not None:
-                found = curve_table(self.rows(selection, version), picks)
-            else:
-                found = self._analyse(lambda shared: latency_curve(shared, selection, repair))
+        def document(
+            found: tuple[list[tuple[float, float, float]], list[float]] | None,
+        ) -> dict[str, Any] | None:
             if found is None:
                 return None
             points, durations = found
@@ -192,7 +204,12 @@ class StoreView:
                 "distribution_ms": distribution(durations),
             }
 
-        return self._remember(("curve", selection, repair), work)
+        key = ("curve", selection, repair)
+        if picks is not None:
+            return self._from_rows(key, selection, lambda rows: document(curve_table(rows, picks)))
+        return self._remember(
+            key, lambda: document(self._analyse(lambda shared: latency_curve(shared, selection, repair)))
+        )
 
     def explain(self, trace_id: str, selection: Selection, repair: bool) -> tuple[TraceExplanation, dict]:
         def work(store: Any) -> tuple[TraceExplanation, dict]:
@@ -202,14 +219,15 @@ class StoreView:
                 raise Problem(f"no trace {trace_id}{matching} in {self.path}", 404)
             return explanation, span_details(store, trace_id)
 
-        return self._remember(("trace", trace_id, selection, repair), lambda _: self._read(work))
+        return self._remember(("trace", trace_id, selection, repair), lambda: self._read(work))
 
     def overview(self) -> dict[str, Any]:
-        def work(version: tuple[int, int]) -> dict[str, Any]:
-            self.rows(Selection(), version)  # the task table current: the traces written since, analysed
-            return self._analyse(lambda shared: shared.answer(store_overview))
-
-        return self._remember(("overview",), work)
+        """Names and services from the task table, made current first: the traces written since,
+        analysed and their rows written back (not aside: the overview reads them)."""
+        rows = self.rows(Selection())
+        return self._remember(
+            ("overview",), lambda: self._analyse(lambda shared: shared.answer(store_overview)), rows.version
+        )
 
 
 def _selection(request: Request) -> tuple[Selection, bool]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from clirun import cli_json, serving
-from tracebuild import store_row, varied_store
+from tracebuild import _varied_trace, store_row, varied_store
 from traces_fixtures import ROOT, agent_trace_otlp
 
 from agentscope.sim.server import free_port
@@ -276,3 +276,52 @@ def test_the_budget_page_puts_each_candidates_predicted_latency_beside_its_cost(
     assert [row[0] for row in cells] == ["as traced", *presets]
     assert all(row[1] != "—" and row[2] != "—" for row in cells)  # p50 and p95 beside the cost
     assert page.errors == []
+
+
+def test_an_answer_reads_its_rows_and_their_version_at_once_and_is_current(tmp_path, monkeypatch):
+    """After a write, an answer from the task table opens the store once to read (the content it is
+    current for, and the rows brought up to date) and once to keep the new rows; the overview lists
+    the name of a task written since, and blame counts it as a full recompute does."""
+    import random
+
+    from agentscope.cli.ui import StoreView
+
+    from agentscope import attributes as A
+    from agentscope.analysis.pipeline import blame_store
+    from agentscope.store.selection import Selection
+    from agentscope.store.shared import SharedStore
+
+    def full() -> dict | None:
+        with shared.reading() as snapshot:
+            return blame_store(snapshot)
+
+    rnd = random.Random(3)
+    shared = SharedStore(tmp_path / "store.duckdb")
+    shared.insert(rows_to_table([r for t in range(6) for r in _varied_trace(rnd, 1.7e12 + t * 5_000, 1)]))
+    view = StoreView(shared.path)
+    first = view.blame(Selection(), True, 95)
+    assert first == full()
+    opens: list[bool] = []  # of the file: read-only or not
+    init = Store.__init__
+    monkeypatch.setattr(
+        Store,
+        "__init__",
+        lambda store, *a, **k: (
+            (a[0] is not None and opens.append(k.get("read_only", False))) or init(store, *a, **k)
+        ),
+    )
+    assert view.blame(Selection(), True, 95) is first and opens == [True]
+    root, *spans = _varied_trace(rnd, 1.7e12 + 6 * 5_000, 1)
+    renamed = (*root[:3], "escalate", *root[4:14], json.dumps({A.TASK_NAME: "escalate"}))
+    shared.insert(rows_to_table([renamed, *spans]))
+    opens.clear()
+    blame = view.blame(Selection(), True, 95)
+    assert opens == [True, False]
+    assert blame["tasks"]["count"] == first["tasks"]["count"] + 1 and blame == full()
+    assert "escalate" in blame["tasks"]["names"]
+    shared.insert(rows_to_table(_varied_trace(rnd, 1.7e12 + 7 * 5_000, 1)))
+    root, *spans = _varied_trace(rnd, 1.7e12 + 8 * 5_000, 1)
+    shared.insert(
+        rows_to_table([(*root[:3], "audit", *root[4:14], json.dumps({A.TASK_NAME: "audit"})), *spans])
+    )
+    assert "audit" in view.overview()["task_names"]

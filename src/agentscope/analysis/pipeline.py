@@ -269,8 +269,8 @@ class _Kept(NamedTuple):
     """(trace_id, services) of the changed traces that name any; None where their spans are not read."""
     batches: list[pa.Table] | None
     """The changed traces' spans, or None when there are more than a read under the lock takes."""
-    seq: int
-    """The store's write sequence number as read."""
+    version: tuple[int, int]
+    """The store's content as read (:meth:`Store.content_version`): its write sequence number first."""
     since: int | None
     """``rows`` are only those kept after this write (the rest are the caller's), or all of them: None."""
 
@@ -283,6 +283,9 @@ class KeptRows(NamedTuple):
     seq: int | None
     """The store's write sequence number when they were read; None when they cannot be brought up to
     date (an older store answered from its spans)."""
+    version: tuple[int, int]
+    """The store's content when they were read (:meth:`Store.content_version`): what an answer from them
+    is current for."""
 
 
 _WRITES_ASIDE: ContextVar[list[threading.Thread] | None] = ContextVar("agentscope_writes_aside", default=None)
@@ -353,6 +356,13 @@ def kept_rows(
             kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True, since=since))
     except (StoreBusy, OSError):  # busy, or an older store in a folder this process cannot write
         kept = None
+    if (  # nothing written or kept since the previous read: its rows as they are
+        previous is not None
+        and kept is not None
+        and kept.since is not None
+        and not (len(kept.changed) or kept.rows.num_rows)
+    ):
+        return previous._replace(seq=kept.version[0], version=kept.version)
     if kept is not None and kept.batches is not None:
         fresh = analysed_rows(kept.batches, workers or 1)
     else:
@@ -360,7 +370,7 @@ def kept_rows(
             if store.version < SCHEMA_VERSION or store.unmarked_writes():  # no table to answer from
                 variants = [ROW_VARIANTS[i] for i in picks]
                 results = task_results(store, variants, None, workers, True, (), selection)
-                return KeptRows(results_table(results, [[] for _ in results]), None)
+                return KeptRows(results_table(results, [[] for _ in results]), None, store.content_version())
             kept = kept or _read_kept(store, selection, picks, live=False, since=since)
             spans = span_count_of(store, kept.changed)
             workers = _workers_for(spans) if workers is None else workers
@@ -378,7 +388,7 @@ def kept_rows(
             writer.start()
             aside.append(writer)
     every = _every_whatif(picks)
-    if not fresh.num_rows or (selection is None and every):
+    if not fresh.num_rows or (not selection and every):
         selected = fresh
     else:
         with Store(None) as scratch:
@@ -394,7 +404,7 @@ def kept_rows(
         table = pa.concat_tables([pa.Table.from_batches(earlier, previous.table.schema), table])
         if table.column("trace_id").num_chunks > KEPT_CHUNKS:  # each read adds one: a long run adds many
             table = table.combine_chunks()
-    return KeptRows(table, kept.seq)
+    return KeptRows(table, kept.version[0], kept.version)
 
 
 class TaskTableError(ValueError):
@@ -453,18 +463,18 @@ def _read_kept(
     after it are read."""
     if store.unmarked_writes():
         return None
-    seq = store.write_seq()
+    version = store.content_version()
     if since is not None and store.deleted_seq() > since:
         since = None
     changed = changed_traces(store, ROW_VERSION, since)
     every = _every_whatif(picks)
     rows = selected_rows(store, selection, changed, None if every else picks, since)
     if not len(changed):
-        return _Kept(changed, rows, NO_SERVICES, [], seq, since)
+        return _Kept(changed, rows, NO_SERVICES, [], version, since)
     if not live or (spans := span_count_of(store, changed)) > LIVE_READ_MAX_SPANS:
-        return _Kept(changed, rows, None, None, seq, since)  # services read with the spans
+        return _Kept(changed, rows, None, None, version, since)  # services read with the spans
     batches = list(span_batches(store, traces=changed, spans=spans))
-    return _Kept(changed, rows, trace_services(store, changed), batches, seq, since)
+    return _Kept(changed, rows, trace_services(store, changed), batches, version, since)
 
 
 def _write_back(shared: SharedStore, changed: pa.Table, rows: pa.Table) -> None:
