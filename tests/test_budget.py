@@ -235,3 +235,20 @@ def test_a_percentile_found_in_a_sampled_band_is_the_sorted_values_one(monkeypat
             assert n in partitioned
         elif name != "nan":  # NaN's ranks are past the band: those are found among every value
             assert n not in partitioned, name
+
+
+def test_task_durations_are_summed_exactly_past_what_64_bits_hold():
+    """The mean task duration divides an exact sum: 64-bit NumPy would wrap."""
+    import numpy as np
+
+    from agentscope.analysis import report
+
+    rng = np.random.default_rng(5)
+    for values in (
+        rng.integers(-(2**62), 2**62, 100_000),
+        np.full(5, 2**63 - 1),
+        np.full(3, -(2**63)),
+        rng.integers(0, 10**13, 7),
+        np.array([], dtype=np.int64),
+    ):
+        assert report._exact_sum(values) == sum(values.tolist())
