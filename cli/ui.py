@@ -41,11 +41,12 @@ from agentscope.analysis.pipeline import (
 )
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank, trace_report
+from agentscope.analysis.rows import names_of
 from agentscope.analysis.tasks import TaskResult, TraceExplanation, collector_paused
 from agentscope.budget.catalog import load as load_catalog
 from agentscope.budget.pipeline import budget_store
 from agentscope.budget.report import curve_rows, distribution
-from agentscope.store.query import span_details, store_overview
+from agentscope.store.query import span_details, span_overview
 from agentscope.store.selection import Selection, SelectionError
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import Store, StoreError
@@ -222,12 +223,15 @@ class StoreView:
         return self._remember(("trace", trace_id, selection, repair), lambda: self._read(work))
 
     def overview(self) -> dict[str, Any]:
-        """Names and services from the task table, made current first: the traces written since,
-        analysed and their rows written back (not aside: the overview reads them)."""
-        rows = self.rows(Selection())
-        return self._remember(
-            ("overview",), lambda: self._analyse(lambda shared: shared.answer(store_overview)), rows.version
-        )
+        """Task names and services from the task table's rows (current: the traces written since,
+        analysed), and what the spans tell."""
+
+        def document(rows: pa.Table) -> dict[str, Any]:
+            names, services = names_of(rows)
+            spans = self._analyse(lambda shared: shared.answer(span_overview))
+            return {"task_names": names, "services": services, **spans}
+
+        return self._from_rows(("overview",), Selection(), document)
 
 
 def _selection(request: Request) -> tuple[Selection, bool]:

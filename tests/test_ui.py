@@ -288,6 +288,7 @@ def test_an_answer_reads_its_rows_and_their_version_at_once_and_is_current(tmp_p
 
     from agentscope import attributes as A
     from agentscope.analysis.pipeline import blame_store
+    from agentscope.store.query import PROBE_SERVICE
     from agentscope.store.selection import Selection
     from agentscope.store.shared import SharedStore
 
@@ -324,4 +325,9 @@ def test_an_answer_reads_its_rows_and_their_version_at_once_and_is_current(tmp_p
     shared.insert(
         rows_to_table([(*root[:3], "audit", *root[4:14], json.dumps({A.TASK_NAME: "audit"})), *spans])
     )
-    assert "audit" in view.overview()["task_names"]
+    probed = _varied_trace(rnd, 1.7e12 + 9 * 5_000, 1)  # a probe's trace: not a service to pick
+    shared.insert(rows_to_table([(*row[:10], PROBE_SERVICE, *row[11:]) for row in probed]))
+    overview = view.overview()
+    assert "audit" in overview["task_names"] and overview["services"] == ["svc"]
+    assert overview["spans"] == shared.answer(Store.span_count) - len(probed)
+    assert overview["traces"] == 10

@@ -276,24 +276,10 @@ def span_details(store: Store, trace_id: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def store_overview(store: Store) -> dict[str, Any]:
-    """What a reader picks selections from: task names, services, the time span, the counts.
-
-    Names and services come from the task table (current once a reader has read it): the names of the
-    tasks, and the services of the traces that hold them."""
-    names = store.con.sql("SELECT DISTINCT name FROM tasks ORDER BY name").fetchall()
-    services = store.con.sql(
-        f"SELECT DISTINCT s FROM (SELECT unnest(services) AS s FROM tasks) "
-        f"WHERE s IS NOT NULL AND s <> '{PROBE_SERVICE}' ORDER BY s"
-    ).fetchall()
+def span_overview(store: Store) -> dict[str, Any]:
+    """What the spans tell a reader picking a selection: how many, of how many traces, from when to
+    when (the task names and services are the task table's: :func:`agentscope.analysis.rows.names_of`)."""
     spans, first, last = store.con.sql(
         f"SELECT count(*), min(start_ns), max(end_ns) FROM spans WHERE {APP_SPANS}"
     ).fetchall()[0]
-    return {
-        "task_names": [n for (n,) in names],
-        "services": [s for (s,) in services],
-        "spans": spans,
-        "traces": store.trace_count(),
-        "first_ns": first,
-        "last_ns": last,
-    }
+    return {"spans": spans, "traces": store.trace_count(), "first_ns": first, "last_ns": last}
