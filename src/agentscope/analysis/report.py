@@ -80,8 +80,8 @@ def _nth(values: np.ndarray, k: int) -> Any:
 
     A partition of 500,000 values takes about 5 ms, and the budget's curve needs 32 of them.  A sorted
     sample of the values bounds a band in which the ``k``-th smallest almost surely lies; counting
-    the values below the band places it there for certain (values below ``lo`` are ranked first, those
-    from ``lo`` to ``hi`` next), and only the band is partitioned.  When the count says it is not
+    the values below the band places it there for certain (values below ``low`` rank first, those
+    from ``low`` to ``high`` next), and only the band is partitioned.  When the count says it is not
     there, all the values are."""
     n = len(values)
     if n <= 8 * SELECT_SAMPLE:
