@@ -388,7 +388,7 @@ def test_a_reader_holding_rows_analyses_only_what_was_written_after_them(tmp_pat
     analysed: list[int] = []
     analysed_rows = pipeline.analysed_rows
     monkeypatch.setattr(
-        pipeline, "analysed_rows", lambda *args: analysed.append(len(rows := analysed_rows(*args))) or rows
+        pipeline, "analysed_rows", lambda *args: analysed.append(len(fresh := analysed_rows(*args))) or fresh
     )
     shared.insert(rows_to_table([r for r in rows if r not in early]))
     kept = pipeline.kept_rows(shared, every, previous=kept)
