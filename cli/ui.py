@@ -41,7 +41,6 @@ from agentscope.analysis.pipeline import (
 )
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank, trace_report
-from agentscope.analysis.rows import names_of
 from agentscope.analysis.tasks import TaskResult, TraceExplanation, collector_paused
 from agentscope.budget.catalog import load as load_catalog
 from agentscope.budget.pipeline import budget_store
@@ -50,6 +49,7 @@ from agentscope.store.query import span_details, span_overview
 from agentscope.store.selection import Selection, SelectionError
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import Store, StoreError
+from agentscope.store.tasks import names_of
 
 STATIC = Path(__file__).parent / "ui_static"
 TASKS_SCHEMA = "agentscope.tasks/v1"

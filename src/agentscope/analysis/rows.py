@@ -17,7 +17,6 @@ import pyarrow.compute as pc
 
 from agentscope.analysis.tasks import RESULT_FIELDS, TaskResult, analyze, collector_paused
 from agentscope.store.arrays import column
-from agentscope.store.query import PROBE_SERVICE
 from agentscope.store.schema import TASK_ARROW_SCHEMA
 
 SCALARS = (
@@ -89,14 +88,6 @@ def with_services(rows: pa.Table, services: pa.Table) -> pa.Table:
     found = services.column("services").take(where)
     named = pc.fill_null(found, column([[]], type_)[0]).cast(type_)
     return rows.set_column(rows.schema.get_field_index("services"), "services", named)
-
-
-def names_of(rows: pa.Table) -> tuple[list[str], list[str]]:
-    """The task names of ``rows`` and the services of their traces (but agentscope's probe), each sorted:
-    what a reader picks a selection from."""
-    names = pc.unique(rows.column("name")).to_pylist()
-    services = pc.unique(pc.list_flatten(rows.column("services"))).to_pylist()
-    return sorted(names), sorted(s for s in services if s is not None and s != PROBE_SERVICE)
 
 
 def results_from_table(table: pa.Table) -> list[TaskResult]:

@@ -278,7 +278,7 @@ def span_details(store: Store, trace_id: str) -> dict[str, dict[str, Any]]:
 
 def span_overview(store: Store) -> dict[str, Any]:
     """What the spans tell a reader picking a selection: how many, of how many traces, from when to
-    when (the task names and services are the task table's: :func:`agentscope.analysis.rows.names_of`)."""
+    when (the task names and services are the task table's: :func:`agentscope.store.tasks.names_of`)."""
     spans, first, last = store.con.sql(
         f"SELECT count(*), min(start_ns), max(end_ns) FROM spans WHERE {APP_SPANS}"
     ).fetchall()[0]

@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agentscope import attributes as A
 from agentscope.store.arrays import column
-from agentscope.store.query import IN_REGISTERED, registered, span_count
+from agentscope.store.query import IN_REGISTERED, PROBE_SERVICE, registered, span_count
 from agentscope.store.schema import TASK_ARROW_SCHEMA
 from agentscope.store.selection import Selection
 from agentscope.store.store import Store
@@ -59,6 +60,14 @@ def trace_services(store: Store, traces: pa.Table) -> pa.Table:
             return con.sql(_SERVICES.format(spans=of_traces)).to_arrow_table()
     finally:
         con.close()
+
+
+def names_of(rows: pa.Table) -> tuple[list[str], list[str]]:
+    """The task names of task-table ``rows`` and the services of their traces (but agentscope's probe),
+    each sorted: what a reader picks a selection from."""
+    names = pc.unique(rows.column("name")).to_pylist()
+    services = pc.unique(pc.list_flatten(rows.column("services"))).to_pylist()
+    return sorted(names), sorted(s for s in services if s is not None and s != PROBE_SERVICE)
 
 
 def span_count_of(store: Store, traces: pa.Table) -> int:
