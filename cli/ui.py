@@ -28,6 +28,7 @@ from starlette.staticfiles import StaticFiles
 from agentscope.analysis import report
 from agentscope.analysis.pipeline import (
     ROW_VARIANTS,
+    HeldRows,
     KeptRows,
     blame_store,
     blame_table,
@@ -81,6 +82,8 @@ class StoreView:
         """The candidates whose predicted p50/p95 the budget puts beside their cost."""
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._rows: OrderedDict[Selection, KeptRows] = OrderedDict()
+        self._held = HeldRows()
+        """New rows of analysed traces, written back every few seconds rather than at each request."""
         self._lock = threading.Lock()
 
     def _version(self) -> tuple[int, int]:
@@ -133,13 +136,15 @@ class StoreView:
         last read's rows, brought up to date with what was kept and written since.  Its ``version`` is
         the store's content as read, in the same read, so an answer from them needs no other.
 
-        Within ``writes_aside``, the rows of the traces analysed here are written back while an answer
-        is made from them; outside it, before it returns."""
+        The rows of the traces analysed here are held back and written every few seconds
+        (``HeldRows``); within ``writes_aside``, while an answer is made from the rows."""
         with self._lock:
             previous = self._rows.get(selection)
         every = range(len(ROW_VARIANTS))
         with collector_paused():
-            rows = self._analyse(lambda s: kept_rows(s, every, selection=selection, previous=previous))
+            rows = self._analyse(
+                lambda s: kept_rows(s, every, selection=selection, previous=previous, held=self._held)
+            )
         with self._lock:
             self._rows[selection] = rows
             self._rows.move_to_end(selection)

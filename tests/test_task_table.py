@@ -395,3 +395,27 @@ def test_a_reader_holding_rows_analyses_only_what_was_written_after_them(tmp_pat
     picks = pipeline.row_picks(variants(DEFAULT_SCENARIOS), True, ())
     assert pipeline.blame_table(kept.table, picks=picks) == _full(shared, None)
     assert analysed == [kept.table.num_rows - first] and _kept(shared.path)[1] == 3
+
+
+def test_rows_held_back_are_written_when_due_each_trace_as_last_analysed(tmp_path):
+    """A reader that holds new rows back (HeldRows, the UI) writes them all in one write when due: a
+    trace analysed twice meanwhile (its late spans arrived) keeps its newest analysis, once, and the
+    store's table then answers as a full recompute."""
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(7, 8)
+    traces = sorted({r[0] for r in rows})
+    late = [r for r in rows if r[0] == traces[0] and r[2] is not None][-2:]  # two child spans, late
+    every = range(len(pipeline.ROW_VARIANTS))
+    held = pipeline.HeldRows(every_s=3600)
+    shared.insert(rows_to_table([r for r in rows if r[0] in traces[:4] and r not in late]))
+    kept = pipeline.kept_rows(shared, every, held=held)
+    shared.insert(rows_to_table(late + [r for r in rows if r[0] in traces[4:6]]))
+    kept = pipeline.kept_rows(shared, every, previous=kept, held=held)
+    assert _kept(shared.path) == (0, 0)
+    held.every_s = 0
+    shared.insert(rows_to_table([r for r in rows if r[0] == traces[6]]))
+    kept = pipeline.kept_rows(shared, every, previous=kept, held=held)
+    assert _kept(shared.path) == (kept.table.num_rows, 7)
+    with Store(shared.path, read_only=True) as store:
+        assert store.scalar("SELECT count(*) FROM task_traces JOIN trace_writes USING (trace_id, seq)") == 7
+    assert blame_store(shared) == _full(shared, None)

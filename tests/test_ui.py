@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import duckdb
 import pytest
 from clirun import cli_json, serving
 from tracebuild import _varied_trace, store_row, varied_store
@@ -280,8 +281,9 @@ def test_the_budget_page_puts_each_candidates_predicted_latency_beside_its_cost(
 
 def test_an_answer_reads_its_rows_and_their_version_at_once_and_is_current(tmp_path, monkeypatch):
     """After a write, an answer from the task table opens the store once to read (the content it is
-    current for, and the rows brought up to date) and once to keep the new rows; the overview lists
-    the name of a task written since, and blame counts it as a full recompute does."""
+    current for, and the rows brought up to date), and once more to keep the new rows when they are
+    due; the overview lists the name of a task written since, and blame counts it as a full
+    recompute does."""
     import random
 
     from agentscope.cli.ui import StoreView
@@ -317,10 +319,17 @@ def test_an_answer_reads_its_rows_and_their_version_at_once_and_is_current(tmp_p
     shared.insert(rows_to_table([renamed, *spans]))
     opens.clear()
     blame = view.blame(Selection(), True, 95)
-    assert opens == [True, False]
+    assert opens == [True]  # the new rows are held back (HeldRows): the file is not written
     assert blame["tasks"]["count"] == first["tasks"]["count"] + 1 and blame == full()
     assert "escalate" in blame["tasks"]["names"]
+    view._held.every_s = 0  # due: every row held is written, each trace once
     shared.insert(rows_to_table(_varied_trace(rnd, 1.7e12 + 7 * 5_000, 1)))
+    opens.clear()
+    blame = view.blame(Selection(), True, 95)
+    assert opens == [True, False] and blame == full()
+    con = duckdb.connect(str(shared.path), read_only=True)
+    assert con.execute("SELECT count(*), count(DISTINCT trace_id) FROM task_traces").fetchone() == (8, 8)
+    con.close()
     root, *spans = _varied_trace(rnd, 1.7e12 + 8 * 5_000, 1)
     shared.insert(
         rows_to_table([(*root[:3], "audit", *root[4:14], json.dumps({A.TASK_NAME: "audit"})), *spans])

@@ -11,6 +11,7 @@ import multiprocessing.forkserver
 import os
 import tempfile
 import threading
+import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -235,6 +236,8 @@ KEPT_CHUNKS = 64
 """Chunks a table of rows brought up to date (:func:`kept_rows`) may have before it is copied into one."""
 ROW_WRITE_WAIT_S = 1.0
 """How long a reader waits to write its new rows back; a reader that cannot leaves them to the next."""
+HELD_ROWS_S = 5.0
+"""Seconds a reader holding its rows (the UI) keeps new rows back before writing them: :class:`HeldRows`."""
 
 
 def row_picks(
@@ -286,6 +289,45 @@ class KeptRows(NamedTuple):
     version: tuple[int, int]
     """The store's content when they were read (:meth:`Store.content_version`): what an answer from them
     is current for."""
+
+
+class HeldRows:
+    """New rows that a reader holding its rows (:func:`kept_rows` with ``previous``; the UI) holds back,
+    to write them at most once every ``every_s`` seconds, each trace's newest analysis only.
+
+    The rows matter only to other readers: this one keeps its own.  Writing them back at each read
+    took the store's lock twice more and rewrote part of the task table each time: at ten million
+    spans while an app wrote, a UI refresh spent about a third of its time on it.  Rows held when the
+    process ends are analysed again by the next reader."""
+
+    def __init__(self, every_s: float = HELD_ROWS_S) -> None:
+        self.every_s = every_s
+        self._held: list[tuple[pa.Table, pa.Table]] = []
+        self._since = time.monotonic()
+        self._lock = threading.Lock()
+
+    def add(self, changed: pa.Table, rows: pa.Table) -> tuple[pa.Table, pa.Table] | None:
+        """Hold the rows of freshly analysed traces (``changed``: their trace_id and seq, as read); every
+        row held, as ``(changed, rows)`` for :func:`write_rows`, once a write is due."""
+        with self._lock:
+            self._held.append((changed, rows))
+            if time.monotonic() - self._since < self.every_s:
+                return None
+            held, self._held, self._since = self._held, [], time.monotonic()
+        return _newest(held)
+
+
+def _newest(held: Sequence[tuple[pa.Table, pa.Table]]) -> tuple[pa.Table, pa.Table]:
+    """``(changed, rows)`` pairs, oldest first, as one pair: a trace analysed again keeps only its newest
+    analysis' mark and rows."""
+    newer = pa.array([], pa.string())
+    changed_parts, row_parts = [], []
+    for changed, rows in reversed(held):
+        changed_parts.append(_without(changed, newer))
+        row_parts.append(_without(rows, newer))
+        newer = pa.concat_arrays([newer, changed.column("trace_id").combine_chunks()])
+    changed = pa.concat_tables([part.select(["trace_id", "seq"]) for part in changed_parts])
+    return changed, pa.concat_tables(row_parts)
 
 
 _WRITES_ASIDE: ContextVar[list[threading.Thread] | None] = ContextVar("agentscope_writes_aside", default=None)
@@ -341,11 +383,13 @@ def kept_rows(
     workers: int | None = None,
     selection: Selection | None = None,
     previous: KeptRows | None = None,
+    held: HeldRows | None = None,
 ) -> KeptRows:
     """:func:`kept_table`, brought up to date from ``previous`` (an earlier answer of the same picks and
     selection) where it can be: only the rows kept since and the traces written since are read, so a
     reader that asks again and again while the app writes (the UI) does not read every row each time.
-    Every row is read again after a write that deleted traces."""
+    Every row is read again after a write that deleted traces.  New rows are written back when
+    ``held`` says so, if given (:class:`HeldRows`), else at once."""
     picks = list(picks)
     since = previous.seq if previous is not None else None
     try:
@@ -379,12 +423,19 @@ def kept_rows(
                 fresh = analysed_rows(span_batches(store, traces=kept.changed, spans=spans), workers)
                 kept = kept._replace(services=services.result())
     fresh = with_services(fresh, kept.services)
-    if len(kept.changed):
+    due = (
+        None
+        if not len(kept.changed)
+        else (kept.changed, fresh)
+        if held is None
+        else held.add(kept.changed, fresh)
+    )
+    if due is not None:
         aside = _WRITES_ASIDE.get()
         if aside is None:
-            _write_back(shared, kept.changed, fresh)
+            _write_back(shared, *due)
         else:
-            writer = threading.Thread(target=_write_back, args=(shared, kept.changed, fresh))
+            writer = threading.Thread(target=_write_back, args=(shared, *due))
             writer.start()
             aside.append(writer)
     every = _every_whatif(picks)
@@ -444,7 +495,7 @@ def saved_results(
     return _ordered(results)
 
 
-def _without(batch: pa.RecordBatch, traces: pa.Array) -> pa.RecordBatch:
+def _without(batch: pa.RecordBatch | pa.Table, traces: pa.Array) -> pa.RecordBatch | pa.Table:
     """``batch`` less the rows of ``traces``; the batch itself when it has none, as the older batches of
     rows brought up to date mostly do (the traces read again are the ones still being written)."""
     again = pc.is_in(batch.column("trace_id"), value_set=traces)
