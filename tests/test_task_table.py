@@ -419,3 +419,28 @@ def test_rows_held_back_are_written_when_due_each_trace_as_last_analysed(tmp_pat
     with Store(shared.path, read_only=True) as store:
         assert store.scalar("SELECT count(*) FROM task_traces JOIN trace_writes USING (trace_id, seq)") == 7
     assert blame_store(shared) == _full(shared, None)
+
+
+def test_rows_held_back_of_traces_pruned_meanwhile_are_not_written(tmp_path):
+    """Rows held back (or written back late) of traces pruned after they were read are left out: the
+    task table keeps no row of a trace the store no longer holds."""
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(6, 9)
+    traces = sorted({r[0] for r in rows}, key=lambda t: min(r[6] for r in rows if r[0] == t))
+    held = pipeline.HeldRows(every_s=3600)
+    shared.insert(rows_to_table(rows))
+    kept = pipeline.kept_rows(shared, range(len(pipeline.ROW_VARIANTS)), held=held)
+    assert shared.prune(PRUNE_BEFORE_NS)[0] == 2  # the two earliest traces
+    held.every_s = 0
+    late = [r for r in rows if r[0] == traces[-1]][-1:]
+    shared.insert(rows_to_table([(*late[0][:1], "f" * 16, *late[0][2:])]))  # a span more, a write due
+    pipeline.kept_rows(shared, range(len(pipeline.ROW_VARIANTS)), previous=kept, held=held)
+    with Store(shared.path, read_only=True) as store:
+        assert (
+            store.scalar(
+                "SELECT count(*) FROM task_traces WHERE trace_id NOT IN (SELECT trace_id FROM spans)"
+            )
+            == 0
+        )
+        assert store.scalar("SELECT count(DISTINCT trace_id) FROM tasks") == 4
+    assert blame_store(shared) == _full(shared, None)

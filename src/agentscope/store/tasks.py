@@ -119,7 +119,8 @@ def selected_rows(
 def write_rows(store: Store, rows: pa.Table, analysed: pa.Table, version: str) -> int:
     """Keep the rows of freshly analysed traces: ``analysed`` is (trace_id, seq) of each, as they were
     read (its other columns are ignored).  A trace another reader has meanwhile kept at a newer
-    sequence is left as it is; the traces whose rows were replaced are counted."""
+    sequence is left as it is, and one no longer stored (pruned since it was read) is left out; the
+    traces whose rows were replaced are counted."""
     store.con.register("agentscope_rows", rows.select(TASK_ARROW_SCHEMA.names).cast(TASK_ARROW_SCHEMA))
     store.con.register("agentscope_analysed", analysed.select(_ANALYSED_TRACES.names).cast(_ANALYSED_TRACES))
     try:
@@ -127,6 +128,7 @@ def write_rows(store: Store, rows: pa.Table, analysed: pa.Table, version: str) -
             store.con.execute(
                 "CREATE OR REPLACE TEMP TABLE agentscope_newer AS "
                 "SELECT a.trace_id, a.seq, coalesce(n.tasks, 0)::INTEGER AS tasks FROM agentscope_analysed a "
+                "JOIN trace_writes USING (trace_id) "
                 "LEFT JOIN task_traces t USING (trace_id) "
                 "LEFT JOIN (SELECT trace_id, count(*) AS tasks FROM agentscope_rows GROUP BY trace_id) n "
                 "USING (trace_id) "
