@@ -444,3 +444,30 @@ def test_rows_held_back_of_traces_pruned_meanwhile_are_not_written(tmp_path):
         )
         assert store.scalar("SELECT count(DISTINCT trace_id) FROM tasks") == 4
     assert blame_store(shared) == _full(shared, None)
+
+
+def test_rows_another_reader_kept_replace_a_holders_rows_even_when_no_longer_selected(tmp_path):
+    """A reader holding rows of a selection drops a trace's old row when another reader keeps the
+    trace's new rows, also when the new rows fall outside the selection: here an orphan tool span was
+    the trace's task (inside the window) until its task span arrived (before the window)."""
+    from tracebuild import store_row
+
+    from agentscope import attributes as A
+
+    shared = SharedStore(tmp_path / "store.duckdb")
+    base = 1_700_000_000_000.0
+    trace, task = f"{0xA1:032x}", f"{0xB1:016x}"
+    tool = store_row(trace, f"{0xC1:016x}", task, "tool", base + 10_500, base + 10_600, "read")
+    root = store_row(
+        trace, task, None, "task", base + 5_000, base + 11_000, "triage", **{A.TASK_NAME: "triage"}
+    )
+    window = Selection(since_ns=int((base + 10_000) * 1_000_000))
+    every = range(len(pipeline.ROW_VARIANTS))
+    picks = pipeline.row_picks(variants(DEFAULT_SCENARIOS), True, ())
+    shared.insert(rows_to_table([tool]))
+    kept = pipeline.kept_rows(shared, every, selection=window)
+    assert kept.table.num_rows == 1
+    shared.insert(rows_to_table([root]))
+    blame_store(shared)  # another reader keeps the trace's new row
+    kept = pipeline.kept_rows(shared, every, selection=window, previous=kept)
+    assert _full(shared, window) is None and pipeline.blame_table(kept.table, picks=picks) is None

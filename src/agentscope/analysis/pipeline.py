@@ -52,6 +52,7 @@ from agentscope.store.store import Store, StoreError
 from agentscope.store.tasks import (
     NO_SERVICES,
     changed_traces,
+    kept_since,
     selected_rows,
     span_count_of,
     trace_services,
@@ -274,8 +275,10 @@ class _Kept(NamedTuple):
     """The changed traces' spans, or None when there are more than a read under the lock takes."""
     version: tuple[int, int]
     """The store's content as read (:meth:`Store.content_version`): its write sequence number first."""
-    since: int | None
-    """``rows`` are only those kept after this write (the rest are the caller's), or all of them: None."""
+    replaced: pa.Table | None
+    """Where the caller holds rows as of a write (``since``): ``rows`` are only those kept after it, and
+    these are the traces (trace_id) of every row kept after it, whether ``rows`` selects them or not
+    (the caller's rows of those are out of date).  None where ``rows`` are all of them."""
 
 
 class KeptRows(NamedTuple):
@@ -403,8 +406,8 @@ def kept_rows(
     if (  # nothing written or kept since the previous read: its rows as they are
         previous is not None
         and kept is not None
-        and kept.since is not None
-        and not (len(kept.changed) or kept.rows.num_rows)
+        and kept.replaced is not None
+        and not (len(kept.changed) or len(kept.replaced))
     ):
         return previous._replace(seq=kept.version[0], version=kept.version)
     if kept is not None and kept.batches is not None:
@@ -447,9 +450,12 @@ def kept_rows(
             whatifs = None if every else picks
             selected = selected_rows(scratch, selection, None, whatifs, table="agentscope_fresh")
     table = pa.concat_tables([kept.rows.cast(TASK_ARROW_SCHEMA), selected.cast(TASK_ARROW_SCHEMA)])
-    if kept.since is not None and previous is not None:  # the earlier rows, less the traces read again
+    if kept.replaced is not None and previous is not None:  # the earlier rows, less the traces read again
         again = pa.concat_arrays(
-            [kept.changed.column("trace_id").combine_chunks(), kept.rows.column("trace_id").combine_chunks()]
+            [
+                kept.changed.column("trace_id").combine_chunks(),
+                kept.replaced.column("trace_id").combine_chunks(),
+            ]
         )
         earlier = [_without(batch, again) for batch in previous.table.to_batches()]
         table = pa.concat_tables([pa.Table.from_batches(earlier, previous.table.schema), table])
@@ -520,12 +526,13 @@ def _read_kept(
     changed = changed_traces(store, ROW_VERSION, since)
     every = _every_whatif(picks)
     rows = selected_rows(store, selection, changed, None if every else picks, since)
+    replaced = None if since is None else kept_since(store, since)
     if not len(changed):
-        return _Kept(changed, rows, NO_SERVICES, [], version, since)
+        return _Kept(changed, rows, NO_SERVICES, [], version, replaced)
     if not live or (spans := span_count_of(store, changed)) > LIVE_READ_MAX_SPANS:
-        return _Kept(changed, rows, None, None, version, since)  # services read with the spans
+        return _Kept(changed, rows, None, None, version, replaced)  # services read with the spans
     batches = list(span_batches(store, traces=changed, spans=spans))
-    return _Kept(changed, rows, trace_services(store, changed), batches, version, since)
+    return _Kept(changed, rows, trace_services(store, changed), batches, version, replaced)
 
 
 def _write_back(shared: SharedStore, changed: pa.Table, rows: pa.Table) -> None:

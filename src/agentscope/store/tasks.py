@@ -76,6 +76,12 @@ def span_count_of(store: Store, traces: pa.Table) -> int:
         return span_count(store, of_traces)
 
 
+def kept_since(store: Store, since: int) -> pa.Table:
+    """(trace_id) of the traces whose rows were kept after write ``since``, selected or not: a reader
+    holding their earlier rows drops those, even where the new rows fall outside its selection."""
+    return store.con.sql("SELECT trace_id FROM task_traces WHERE seq > ?", params=[since]).to_arrow_table()
+
+
 def selected_rows(
     store: Store,
     selection: Selection | None,
