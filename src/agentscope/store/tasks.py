@@ -37,6 +37,8 @@ NO_SERVICES = pa.Table.from_arrays(
     [column([], pa.string()), column([], pa.list_(pa.string()))], names=["trace_id", "services"]
 )
 """:func:`trace_services` of no trace (built from buffers: ``Schema.empty_table`` imports pandas)."""
+_KEPT_SINCE = "SELECT trace_id FROM task_traces WHERE seq > ?"
+"""The traces whose rows were kept after a write (its sequence number the parameter)."""
 _ANALYSED_TRACES = pa.schema([("trace_id", pa.string()), ("seq", pa.int64())])
 
 
@@ -79,7 +81,7 @@ def span_count_of(store: Store, traces: pa.Table) -> int:
 def kept_since(store: Store, since: int) -> pa.Table:
     """(trace_id) of the traces whose rows were kept after write ``since``, selected or not: a reader
     holding their earlier rows drops those, even where the new rows fall outside its selection."""
-    return store.con.sql("SELECT trace_id FROM task_traces WHERE seq > ?", params=[since]).to_arrow_table()
+    return store.con.sql(_KEPT_SINCE, params=[since]).to_arrow_table()
 
 
 def selected_rows(
@@ -100,7 +102,7 @@ def selected_rows(
     clauses = ["TRUE" if skip is None else f"NOT {IN_REGISTERED}"]
     params: list[Any] = []
     if since is not None:
-        clauses.append("trace_id IN (SELECT trace_id FROM task_traces WHERE seq > ?)")
+        clauses.append(f"trace_id IN ({_KEPT_SINCE})")
         params.append(since)
     if selection is not None:
         for value, clause in (
