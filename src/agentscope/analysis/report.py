@@ -68,7 +68,7 @@ def _rank_index(count: int, percentile: float) -> int:
 
 def _percentiles(values: np.ndarray, percentiles: Iterable[float]) -> dict[float, Any]:
     """Percentile → :func:`nearest_rank` of the unsorted ``values``, each found by :func:`_nth`."""
-    return {q: _nth(values, _rank_index(len(values), q)) for q in percentiles}
+    return {q: _nth(values, _rank_index(len(values), q)) for q in dict.fromkeys(percentiles)}
 
 
 SELECT_SAMPLE = 4096
