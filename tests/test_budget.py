@@ -145,36 +145,58 @@ def test_catalog_errors_name_the_entry_and_field(tmp_path):
     assert variants(DEFAULT_SCENARIOS)
 
 
-def test_the_population_sums_in_rank_order_a_block_at_a_time(monkeypatch):
-    """Means and sums add the tasks in rank order, as Python's ``sum`` would, a block of rows at a time;
-    percentiles are the nearest ranks of the sorted values.  Blocks of three rows give the same
-    population as one block."""
+def test_the_population_sums_to_the_nanosecond_in_any_order_and_ranks_only_its_window(monkeypatch):
+    """Means and sums add each task's components rounded to a whole nanosecond, exactly, so any order of
+    the tasks gives one population; percentiles are the nearest ranks of the sorted values; the window
+    is the tasks ranked within it by duration, trace id and span id, many of them tied, found without
+    ranking the others.  Blocks of three rows give the same population as one block, and a component
+    that is not finite sums to NaN as floats do."""
+    import math
     import random
+
+    import numpy as np
 
     from agentscope.analysis import report
 
     rng = random.Random(7)
-    tasks = results(40)
+    tasks = results(400)
     for task in tasks:
         task.components = [rng.random() * 10 ** rng.randrange(3, 12) for _ in KEYS]
-        task.duration_ns = rng.randrange(10**9, 10**10)
+        task.duration_ns = 10**9 * rng.randrange(1, 9)  # ties across the window's edges
         task.serial_llm_calls = rng.randrange(6)
         task.whatif_ns = [rng.random() * 1e9 for _ in task.whatif_ns]
     rng.shuffle(tasks)
     whole = report.Population.of(tasks, 95)
     ranked = sorted(tasks, key=lambda t: (t.duration_ns, t.trace_id, t.span_id))
     index = {key: i for i, key in enumerate(KEYS)}
-    assert whole.mean_components == [sum(t.components[i] for t in ranked) / 40 for i in range(len(KEYS))]
-    assert whole.unsplit_ns == sum(t.components[index["inference.unsplit"]] for t in ranked)
+    assert whole.mean_components == [
+        sum(round(t.components[i]) for t in tasks) / 400 for i in range(len(KEYS))
+    ]
+    assert whole.unsplit_ns == sum(round(t.components[index["inference.unsplit"]]) for t in tasks)
     pd = (index["inference.prefill"], index["inference.decode"])
-    assert whole.split_measured_ns == sum(t.components[pd[0]] + t.components[pd[1]] for t in ranked)
+    assert whole.split_measured_ns == sum(
+        round(t.components[pd[0]]) + round(t.components[pd[1]]) for t in tasks
+    )
+    lo, hi = report.window_ranks(400, 95)
+    near = ranked[lo - 1 : hi]
+    assert (
+        ranked[lo - 2].duration_ns == near[0].duration_ns and near[-1].duration_ns == ranked[hi].duration_ns
+    )
+    assert whole.window == report.Window.of(
+        np.array([t.components for t in near]), [t.operations for t in near]
+    )
     serial = sorted(t.serial_llm_calls for t in tasks)
-    assert (whole.serial_mean, whole.serial_p95) == (sum(serial) / 40, report.nearest_rank(serial, 95))
+    assert (whole.serial_mean, whole.serial_p95) == (sum(serial) / 400, report.nearest_rank(serial, 95))
     for j, found in enumerate(whole.whatif_ns):
         column = sorted(t.whatif_ns[j] for t in tasks)
         assert found == {q: report.nearest_rank(column, q) for q in (50, 95)}
+    rng.shuffle(tasks)
+    assert report.Population.of(tasks, 95) == whole
     monkeypatch.setattr(report, "IN_ORDER_ROWS", 3)
     assert report.Population.of(tasks, 95) == whole
+    tasks[5].components[index["inference.unsplit"]] = math.nan
+    broken = report.Population.of(tasks, 95)
+    assert math.isnan(broken.unsplit_ns) and broken.mean_components[0] == whole.mean_components[0]
 
 
 def test_what_ifs_read_a_position_at_a_time_equal_the_matrix_s_columns():
