@@ -168,3 +168,18 @@ print(json.dumps(before))
     with Store(store, read_only=True) as opened:
         (calls,) = opened.con.execute("SELECT count(*) FROM spans WHERE kind = 'llm'").fetchone()
     assert calls == 1
+
+
+def test_the_console_script_keeps_what_its_imports_made_from_the_collector():
+    """The app's imports run with the collector paused and what they made is frozen, so the command's
+    collections and the one at exit skip it; the collector is on again for the command."""
+    code = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print(gc.get_freeze_count(), gc.isenabled()))\n"
+        "sys.argv = ['agentscope', '--help']\n"
+        "from agentscope.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    frozen, enabled = done.stdout.split()[-2:]
+    assert int(frozen) > 50_000 and enabled == "True"
