@@ -13,13 +13,15 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -85,6 +87,10 @@ class StoreView:
         self._held = HeldRows()
         """New rows of analysed traces, written back every few seconds rather than at each request."""
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Write the rows still held back (the UI stops), so the next reader need not analyse them."""
+        self._held.write(self.shared)
 
     def _version(self) -> tuple[int, int]:
         """What every answer depends on: the spans stored, as :meth:`Store.content_version` numbers them
@@ -391,7 +397,13 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
     def index(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"cache-control": "no-store"})
 
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(view.close)  # it may wait for the store's lock
+
     return Starlette(
+        lifespan=lifespan,
         routes=[
             Route("/", index),
             Route("/api/blame", api(blame)),
@@ -402,5 +414,5 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
             Route("/api/curve", api(curve)),
             Route("/api/overview", api(overview)),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ]
+        ],
     )

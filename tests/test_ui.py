@@ -340,3 +340,41 @@ def test_an_answer_reads_its_rows_and_their_version_at_once_and_is_current(tmp_p
     assert "audit" in overview["task_names"] and overview["services"] == ["svc"]
     assert overview["spans"] == shared.answer(Store.span_count) - len(probed)
     assert overview["traces"] == 10
+
+
+def test_the_rows_it_holds_back_are_written_when_the_ui_stops(tmp_path, monkeypatch):
+    """The UI holds the rows of the traces it analysed (HeldRows) and writes them as its app shuts down,
+    so the next reader of the store analyses none of them again."""
+    import random
+
+    from agentscope.cli import ui
+    from starlette.testclient import TestClient
+
+    from agentscope.analysis import pipeline
+    from agentscope.analysis.pipeline import blame_store
+    from agentscope.store.shared import SharedStore
+
+    def kept() -> int:
+        with duckdb.connect(str(shared.path), read_only=True) as con:
+            return con.execute("SELECT count(*) FROM task_traces").fetchone()[0]
+
+    monkeypatch.setattr(ui, "HeldRows", lambda: pipeline.HeldRows(every_s=3600))
+    rnd = random.Random(5)
+    shared = SharedStore(tmp_path / "store.duckdb")
+    shared.insert(rows_to_table([r for t in range(5) for r in _varied_trace(rnd, 1.7e12 + t * 5_000, 1)]))
+    with TestClient(ui.create_app(shared.path)) as client:
+        answered = client.get("/api/blame").json()
+        assert answered["tasks"]["count"] == 5 and kept() == 0  # held back, not written yet
+    assert kept() == 5
+    analyse = pipeline.analysed_rows
+    analysed: list[int] = []
+
+    def counted(batches, workers):
+        batches = list(batches)
+        analysed.extend(batch.num_rows for batch in batches)
+        return analyse(batches, workers)
+
+    monkeypatch.setattr(pipeline, "analysed_rows", counted)
+    assert blame_store(shared) == answered and not analysed
+    with shared.reading() as snapshot:
+        assert blame_store(snapshot) == answered

@@ -300,8 +300,9 @@ class HeldRows:
 
     The rows matter only to other readers: this one keeps its own.  Writing them back at each read
     took the store's lock twice more and rewrote part of the task table each time: at ten million
-    spans while an app wrote, a UI refresh spent about a third of its time on it.  Rows held when the
-    process ends are analysed again by the next reader."""
+    spans while an app wrote, a UI refresh spent about a third of its time on it.  The holder writes
+    what it still holds as it stops (:meth:`write`); rows held when a process dies are analysed again
+    by the next reader."""
 
     def __init__(self, every_s: float = HELD_ROWS_S) -> None:
         self.every_s = every_s
@@ -316,8 +317,20 @@ class HeldRows:
             self._held.append((changed, rows))
             if time.monotonic() - self._since < self.every_s:
                 return None
-            held, self._held, self._since = self._held, [], time.monotonic()
+            held = self._taken()
         return _newest(held)
+
+    def write(self, shared: SharedStore) -> None:
+        """Write every row held now, due or not (a holder that stops), as a due write is written."""
+        with self._lock:
+            held = self._taken()
+        if held:
+            _write_back(shared, *_newest(held))
+
+    def _taken(self) -> list[tuple[pa.Table, pa.Table]]:
+        """Every held pair, no longer held (called with the lock)."""
+        held, self._held, self._since = self._held, [], time.monotonic()
+        return held
 
 
 def _newest(held: Sequence[tuple[pa.Table, pa.Table]]) -> tuple[pa.Table, pa.Table]:
