@@ -471,3 +471,43 @@ def test_rows_another_reader_kept_replace_a_holders_rows_even_when_no_longer_sel
     blame_store(shared)  # another reader keeps the trace's new row
     kept = pipeline.kept_rows(shared, every, selection=window, previous=kept)
     assert _full(shared, window) is None and pipeline.blame_table(kept.table, picks=picks) is None
+
+
+def test_no_changed_trace_is_told_from_the_marks_and_any_changed_one_by_the_join(tmp_path):
+    """When no trace changed, the marks' counts and sums say so without the join; a trace written
+    late, one analysed by another version, and marks that break the rule (a row kept for a trace no
+    longer written, in place of one never analysed, with the same sequence number) are each found."""
+    from agentscope.store import tasks
+
+    def changed(since: int | None = None) -> list[str]:
+        with Store(shared.path, read_only=True) as store:
+            found = sorted(
+                tasks.changed_traces(store, pipeline.ROW_VERSION, since).column("trace_id").to_pylist()
+            )
+            joined = store.con.execute(tasks._CHANGED, [-1 if since is None else since, pipeline.ROW_VERSION])
+            assert found == sorted(row[0] for row in joined.fetchall())
+            return found
+
+    def edit(sql: str, *params) -> None:
+        with Store(shared.path) as store:
+            store.con.execute(sql, list(params))
+
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(5, 21)
+    traces = sorted({r[0] for r in rows})
+    late = [r for r in rows if r[0] == traces[0] and r[2] is not None][-1:]
+    shared.insert(rows_to_table([r for r in rows if r not in late]))
+    assert changed() == traces
+    blame_store(shared)
+    assert changed() == [] and changed(since=0) == []
+    shared.insert(rows_to_table(late))
+    assert changed() == [traces[0]]
+    with Store(shared.path, read_only=True) as store:
+        after = store.write_seq() - 1
+    assert changed(since=after) == [traces[0]] and changed(since=after + 1) == []
+    blame_store(shared)
+    edit("UPDATE task_traces SET version = 'older' WHERE trace_id = ?", traces[1])
+    assert changed() == [traces[1]]
+    blame_store(shared)
+    edit("UPDATE task_traces SET trace_id = ? WHERE trace_id = ?", "f" * 32, traces[2])
+    assert changed() == [traces[2]]

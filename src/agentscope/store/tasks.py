@@ -25,6 +25,20 @@ _CHANGED = """
 SELECT w.trace_id, w.seq, w.first_ns FROM trace_writes w LEFT JOIN task_traces t USING (trace_id)
 WHERE w.seq > ? AND (t.trace_id IS NULL OR t.seq <> w.seq OR t.version <> ?)
 """
+_MARKS = "count(*), coalesce(sum(seq), 0), coalesce(sum(hash(trace_id, seq)), 0)"
+_ALL_CURRENT = f"""
+SELECT (SELECT ({_MARKS}) FROM trace_writes WHERE seq > ?)
+     = (SELECT ({_MARKS}) FROM task_traces WHERE seq > ? AND version = ?)
+"""
+"""Whether every trace written after a write (the parameter) was analysed at its last write by this
+version, from a scan of each table's marks: the join that finds which were not builds a hash table of
+every trace (at 500,000 traces, 25 ms against 40-90).
+
+A trace's analysis mark is never newer than its write mark (rows are kept at the write they were read
+at, and a trace's marks are deleted together).  So when the traces this version analysed after the
+write are as many as those written after it, they are the same traces, and equal sums of their
+sequence numbers leave none analysed before its last write.  The sums of a hash of each mark guard a
+store whose marks break that rule."""
 _SERVICES = f"""
 SELECT trace_id, list(DISTINCT s ORDER BY s) AS services FROM (
     SELECT trace_id, service AS s FROM spans WHERE {{spans}}
@@ -40,6 +54,11 @@ NO_SERVICES = pa.Table.from_arrays(
 _KEPT_SINCE = "SELECT trace_id FROM task_traces WHERE seq > ?"
 """The traces whose rows were kept after a write (its sequence number the parameter)."""
 _ANALYSED_TRACES = pa.schema([("trace_id", pa.string()), ("seq", pa.int64())])
+NOT_CHANGED = pa.Table.from_arrays(
+    [column([], pa.string()), column([], pa.int64()), column([], pa.int64())],
+    names=["trace_id", "seq", "first_ns"],
+)
+""":func:`changed_traces` when no trace changed."""
 
 
 def changed_traces(store: Store, version: str, since: int | None = None) -> pa.Table:
@@ -47,6 +66,8 @@ def changed_traces(store: Store, version: str, since: int | None = None) -> pa.T
     version; with ``since``, only of those written after that write (a reader that holds the rows of
     every trace as it stood then needs no others: at 500,000 traces a third of the time)."""
     after = -1 if since is None else since  # a migrated store's traces were all written at 0
+    if store.con.execute(_ALL_CURRENT, [after, after, version]).fetchall()[0][0]:
+        return NOT_CHANGED
     return store.con.sql(_CHANGED, params=[after, version]).to_arrow_table()
 
 
