@@ -88,7 +88,7 @@ class StoreView:
         """New rows of analysed traces, written back every few seconds rather than at each request."""
         self._lock = threading.Lock()
 
-    def close(self) -> None:
+    def write_held(self) -> None:
         """Write the rows still held back (the UI stops), so the next reader need not analyse them."""
         self._held.write(self.shared)
 
@@ -400,7 +400,7 @@ def create_app(store: Path, targets: Sequence[CandidateProfile] = ()) -> Starlet
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        await run_in_threadpool(view.close)  # it may wait for the store's lock
+        await run_in_threadpool(view.write_held)  # it may wait for the store's lock
 
     return Starlette(
         lifespan=lifespan,
