@@ -1,5 +1,5 @@
-"""``python -m agentscope.cli`` runs the ``agentscope`` command."""
+"""``python -m agentscope.cli`` runs the ``agentscope`` command, started as the console script is."""
 
-from agentscope.cli.app import main
+from agentscope.cli import main
 
 main()
