@@ -176,7 +176,7 @@ def test_the_api_gives_the_cli_documents(server, store):
 def test_every_page_renders_without_errors_and_from_the_app_alone(page):
     for hash_, ready in (("#/", "#verdict"), ("#/tasks", "#tasks-table"), ("#/budget", "#budget-table")):
         page.open(hash_)
-        assert page.page.locator(ready).count() == 1, hash_
+        assert page.page.locator(ready).count() == 1, (hash_, page.page.locator("#error").text_content())
         page.shot(hash_.strip("#/") or "overview")
     page.open(f"#/trace/{REPAIRED_TRACE}")
     assert page.page.locator("#waterfall .span-row").count() == 5
