@@ -439,13 +439,9 @@ def kept_rows(
                 fresh = analysed_rows(span_batches(store, traces=kept.changed, spans=spans), workers)
                 kept = kept._replace(services=services.result())
     fresh = with_services(fresh, kept.services)
-    due = (
-        None
-        if not len(kept.changed)
-        else (kept.changed, fresh)
-        if held is None
-        else held.add(kept.changed, fresh)
-    )
+    due = None
+    if len(kept.changed):
+        due = (kept.changed, fresh) if held is None else held.add(kept.changed, fresh)
     if due is not None:
         aside = _WRITES_ASIDE.get()
         if aside is None:
