@@ -7,6 +7,8 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentscope.analysis import KEYS
 from agentscope.analysis.report import DEFAULT_SCENARIOS, blame, variants
@@ -197,6 +199,49 @@ def test_the_population_sums_to_the_nanosecond_in_any_order_and_ranks_only_its_w
     tasks[5].components[index["inference.unsplit"]] = math.nan
     broken = report.Population.of(tasks, 95)
     assert math.isnan(broken.unsplit_ns) and broken.mean_components[0] == whole.mean_components[0]
+
+
+@given(
+    stored=st.lists(st.integers(1, 40), min_size=1, max_size=300),
+    added=st.lists(st.integers(0, 41), max_size=40),
+    slack=st.integers(0, 5),
+    percentile=st.sampled_from((1, 50, 90, 95, 99, 100)),
+    ties=st.randoms(use_true_random=False),
+)
+def test_the_window_of_tasks_yet_to_be_added_lies_within_its_durations(
+    stored, added, slack, percentile, ties
+):
+    """Every task of ``stored`` that is in the budget's window once ``added`` tasks rank among them (at
+    most ``len(added) + slack`` of them, which is all a reader knows) has a duration within
+    ``window_durations``; with nothing added, the bounds are the window's own first and last durations."""
+    import numpy as np
+
+    from agentscope.analysis import report
+
+    low, high = report.window_durations(np.array(stored, dtype=np.int64), percentile, len(added) + slack)
+    ranked = [(d, False) for d in stored] + [(d, True) for d in added]
+    ties.shuffle(ranked)
+    ranked.sort(key=lambda task: task[0])  # tied tasks in any order, as trace and span ids may put them
+    lo, hi = report.window_ranks(len(ranked), percentile)
+    assert all(low <= d <= high for d, new in ranked[lo - 1 : hi] if not new)
+    if not added and not slack:
+        assert (low, high) == (ranked[lo - 1][0], ranked[hi - 1][0])
+
+
+def test_a_window_read_without_its_operations_says_so():
+    """A per-task table whose window's tasks were read without their operations is read again whole, not
+    reported from what it holds."""
+    import pyarrow as pa
+
+    from agentscope.analysis import report
+    from agentscope.analysis.rows import results_table
+
+    table = results_table(results(40))
+    report.Population.of_table(table, 95)
+    where = table.schema.get_field_index("operations")
+    blank = table.set_column(where, "operations", pa.nulls(40, pa.string()))
+    with pytest.raises(report.OperationsNotRead, match="window's tasks"):
+        report.Population.of_table(blank, 95)
 
 
 def test_what_ifs_read_a_position_at_a_time_equal_the_matrix_s_columns():

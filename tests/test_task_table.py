@@ -144,6 +144,30 @@ def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path,
     assert after == _full(shared, None) and after != first
 
 
+def test_a_report_reads_the_operations_of_its_window_only_and_all_of_them_when_more_tasks_came(
+    tmp_path, monkeypatch
+):
+    """Blame reads the columns a report aggregates, and the operations of the tasks that can be in its
+    window only; should the analysis of the traces written since add more tasks than the read allowed
+    for, the rows are read again whole, and the answer is the same."""
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(40, 5)
+    late = [r for r in rows if r[0] == rows[-1][0]]
+    shared.insert(rows_to_table([r for r in rows if r[0] != late[0][0]]))
+    first = blame_store(shared)
+    picks = pipeline.row_picks(variants(DEFAULT_SCENARIOS), True, ())
+    table = pipeline.kept_table(shared, picks, columns=pipeline.report.REPORT_COLUMNS, window_at=95)
+    assert table.column_names == list(pipeline.report.REPORT_COLUMNS)
+    assert 0 < table.column("operations").null_count < table.num_rows
+    assert pipeline.report.Population.of_table(table, 95) == pipeline.report.Population.of_table(
+        pipeline.kept_table(shared, picks), 95
+    )
+    shared.insert(rows_to_table(late))
+    monkeypatch.setattr(pipeline.report, "window_durations", lambda durations, percentile, added: (-2, -1))
+    again = blame_store(shared)
+    assert again == _full(shared, None) and again != first
+
+
 def test_options_the_rows_cannot_answer_are_analysed_on_demand(tmp_path):
     shared = SharedStore(tmp_path / "store.duckdb")
     shared.insert(rows_to_table(_rows(5, 2)))

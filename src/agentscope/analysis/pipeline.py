@@ -53,6 +53,7 @@ from agentscope.store.tasks import (
     NO_SERVICES,
     changed_traces,
     kept_since,
+    selected_durations,
     selected_rows,
     span_count_of,
     trace_services,
@@ -386,11 +387,18 @@ def kept_results(
 
 
 def kept_table(
-    shared: SharedStore, picks: Sequence[int], workers: int | None = None, selection: Selection | None = None
+    shared: SharedStore,
+    picks: Sequence[int],
+    workers: int | None = None,
+    selection: Selection | None = None,
+    columns: Sequence[str] | None = None,
+    window_at: float | None = None,
 ) -> pa.Table:
     """:func:`kept_results` as a per-task table (``analysis.rows``), its what-ifs the ``picks`` of each
-    row's: what a report aggregates column by column (``report.Population.of_table``)."""
-    return kept_rows(shared, picks, workers, selection).table
+    row's: what a report aggregates column by column (``report.Population.of_table``).  Only the
+    ``columns`` given (all where not given); with ``window_at``, a percentile, ``operations`` only of the
+    tasks that may be in the budget's window at it (``report.window_durations``), null elsewhere."""
+    return kept_rows(shared, picks, workers, selection, columns=columns, window_at=window_at).table
 
 
 def kept_rows(
@@ -400,20 +408,28 @@ def kept_rows(
     selection: Selection | None = None,
     previous: KeptRows | None = None,
     held: HeldRows | None = None,
+    columns: Sequence[str] | None = None,
+    window_at: float | None = None,
 ) -> KeptRows:
-    """:func:`kept_table`, brought up to date from ``previous`` (an earlier answer of the same picks and
-    selection) where it can be: only the rows kept since and the traces written since are read, so a
-    reader that asks again and again while the app writes (the UI) does not read every row each time.
-    Every row is read again after a write that deleted traces.  New rows are written back when
-    ``held`` says so, if given (:class:`HeldRows`), else at once."""
+    """:func:`kept_table`, brought up to date from ``previous`` (an earlier answer of the same picks,
+    selection and ``columns``) where it can be: only the rows kept since and the traces written since
+    are read, so a reader that asks again and again while the app writes (the UI) does not read every
+    row each time.  Every row is read again after a write that deleted traces.  New rows are written
+    back when ``held`` says so, if given (:class:`HeldRows`), else at once.  ``window_at`` is for a
+    reader without ``previous``."""
     picks = list(picks)
     since = previous.seq if previous is not None else None
+    reading = _Reading(selection, picks, columns, None if previous is not None else window_at)
+
+    def read(store: Store, live: bool = True) -> _Kept | None:
+        return _read_kept(store, reading, live, since)
+
     try:
-        kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True, since=since))
+        kept = shared.read(read)
         if kept is None:  # spans written outside agentscope's writers: every trace is analysed again
             with shared.writing(ROW_WRITE_WAIT_S) as store:
                 store.mark_all_written()
-            kept = shared.read(lambda store: _read_kept(store, selection, picks, live=True, since=since))
+            kept = shared.read(read)
     except (StoreBusy, OSError):  # busy, or an older store in a folder this process cannot write
         kept = None
     if (  # nothing written or kept since the previous read: its rows as they are
@@ -430,8 +446,9 @@ def kept_rows(
             if store.version < SCHEMA_VERSION or store.unmarked_writes():  # no table to answer from
                 variants = [ROW_VARIANTS[i] for i in picks]
                 results = task_results(store, variants, None, workers, True, (), selection)
-                return KeptRows(results_table(results, [[] for _ in results]), None, store.content_version())
-            kept = kept or _read_kept(store, selection, picks, live=False, since=since)
+                rows = results_table(results, [[] for _ in results])
+                return KeptRows(rows.select(reading.schema.names), None, store.content_version())
+            kept = kept or read(store, live=False)
             spans = span_count_of(store, kept.changed)
             workers = _workers_for(spans) if workers is None else workers
             with ThreadPoolExecutor(max_workers=1) as aside:  # DuckDB's scan runs beside the walk
@@ -458,7 +475,8 @@ def kept_rows(
             scratch.con.register("agentscope_fresh", fresh)
             whatifs = None if every else picks
             selected = selected_rows(scratch, selection, None, whatifs, table="agentscope_fresh")
-    table = pa.concat_tables([kept.rows.cast(TASK_ARROW_SCHEMA), selected.cast(TASK_ARROW_SCHEMA)])
+    schema = reading.schema
+    table = pa.concat_tables([kept.rows.cast(schema), selected.select(schema.names).cast(schema)])
     if kept.replaced is not None and previous is not None:  # the earlier rows, less the traces read again
         again = pa.concat_arrays(
             [
@@ -517,28 +535,47 @@ def _without(batch: pa.RecordBatch | pa.Table, traces: pa.Array) -> pa.RecordBat
     return batch.filter(pc.invert(again)) if pc.any(again).as_py() else batch
 
 
-def _read_kept(
-    store: Store, selection: Selection | None, picks: list[int], live: bool, since: int | None = None
-) -> _Kept | None:
+class _Reading(NamedTuple):
+    """What :func:`kept_rows` reads of the rows kept: its arguments of that name."""
+
+    selection: Selection | None
+    picks: list[int]
+    columns: Sequence[str] | None
+    window_at: float | None
+
+    @property
+    def schema(self) -> pa.Schema:
+        if self.columns is None:
+            return TASK_ARROW_SCHEMA
+        return pa.schema([TASK_ARROW_SCHEMA.field(name) for name in self.columns])
+
+
+def _read_kept(store: Store, reading: _Reading, live: bool, since: int | None = None) -> _Kept | None:
     """The changed traces, the other traces' selected rows (with the ``picks`` of their what-ifs) and,
     ``live``, the changed traces' spans; None when spans were written by other means than agentscope's
     writers, which marked no trace.
 
     With ``since`` (unless traces were deleted after that write), the caller holds the rows of every
     trace as it stood then: only the traces written after it can have changed, and only the rows kept
-    after it are read."""
+    after it are read.  With ``window_at``, the changed traces' spans bound how many tasks their
+    analysis adds, and so where the budget's window can lie among the rows read."""
     if store.unmarked_writes():
         return None
     version = store.content_version()
     if since is not None and store.deleted_seq() > since:
         since = None
     changed = changed_traces(store, ROW_VERSION, since)
-    every = _every_whatif(picks)
-    rows = selected_rows(store, selection, changed, None if every else picks, since)
+    spans = span_count_of(store, changed) if len(changed) and (live or reading.window_at is not None) else 0
+    between = None
+    if reading.window_at is not None and since is None:
+        durations = numbers(selected_durations(store, reading.selection, changed))
+        between = report.window_durations(durations, reading.window_at, spans)
+    picks = None if _every_whatif(reading.picks) else reading.picks
+    rows = selected_rows(store, reading.selection, changed, picks, since, "tasks", reading.columns, between)
     replaced = None if since is None else kept_since(store, since)
     if not len(changed):
         return _Kept(changed, rows, NO_SERVICES, [], version, replaced)
-    if not live or (spans := span_count_of(store, changed)) > LIVE_READ_MAX_SPANS:
+    if not live or spans > LIVE_READ_MAX_SPANS:
         return _Kept(changed, rows, None, None, version, replaced)  # services read with the spans
     batches = list(span_batches(store, traces=changed, spans=spans))
     return _Kept(changed, rows, trace_services(store, changed), batches, version, replaced)
@@ -576,8 +613,12 @@ def blame_store(
             if task_name is not None:
                 selection = replace(selection or Selection(), task=task_name)
             with writes_aside():
-                table = kept_table(store, picks, workers, selection)
-                return blame_table(table, scenarios, percentile, headline)
+                table = kept_table(store, picks, workers, selection, report.REPORT_COLUMNS, percentile)
+                try:
+                    return blame_table(table, scenarios, percentile, headline)
+                except report.OperationsNotRead:  # spans arrived between the read and the analysis
+                    table = kept_table(store, picks, workers, selection, report.REPORT_COLUMNS)
+                    return blame_table(table, scenarios, percentile, headline)
         results = task_results(store, variants, task_name, workers, repair, targets, selection)
         if not results:
             return None
@@ -594,7 +635,7 @@ def latency_curve(
     picks = row_picks(variants, repair, ()) if isinstance(store, SharedStore) else None
     if picks is not None:
         with writes_aside():
-            return curve_table(kept_table(store, picks, None, selection))
+            return curve_table(kept_table(store, picks, None, selection, report.CURVE_COLUMNS))
     results = task_results(store, variants, None, None, repair, (), selection)
     if not results:
         return None

@@ -143,6 +143,22 @@ def window_ranks(count: int, percentile: float) -> tuple[int, int]:
     return lo, max(lo, math.ceil(high / 100 * count))
 
 
+REPORT_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "name",
+    "duration_ns",
+    "accepted",
+    "components",
+    "whatif_ns",
+    "operations",
+    "serial_llm_calls",
+    "repaired",
+    "calls_without_tokens",
+)
+"""The per-task table's columns :meth:`Population.of_table` reads: a reader of the store's reads no others."""
+CURVE_COLUMNS = ("duration_ns", "whatif_ns")
+"""The per-task table's columns the budget's curve reads (:func:`curve_points` and the durations)."""
 LATENCY_PERCENTILES = (50, 90, 95, 99)
 WHATIF_PERCENTILES = (50, 95)
 
@@ -231,9 +247,9 @@ class Population:
 
     @classmethod
     def of_table(cls, table: pa.Table, percentile: float, picks: Sequence[int] | None = None) -> Population:
-        """:meth:`of` from a per-task table (``analysis.rows``), column by column: only the window's
-        operations are parsed.  The same population as :meth:`of` of its rows, with only the what-if
-        times at ``picks`` where given."""
+        """:meth:`of` from a per-task table (``analysis.rows``; its ``REPORT_COLUMNS`` suffice), column by
+        column: only the window's operations are parsed, and only they need be read.  The same population
+        as :meth:`of` of its rows, with only the what-if times at ``picks`` where given."""
         from agentscope.analysis.rows import operations_of
 
         if not table.num_rows:
@@ -255,7 +271,7 @@ class Population:
             names=sorted(pc.unique(table.column("name")).to_pylist()),
             calls_without_tokens=int(pc.sum(table.column("calls_without_tokens")).as_py() or 0),
             repaired=int(pc.sum(table.column("repaired")).as_py() or 0),
-            window_operations=lambda rows: operations_of(taken(table.column("operations"), rows)),
+            window_operations=lambda rows: operations_of(_read(taken(table.column("operations"), rows))),
         )
 
     @classmethod
@@ -303,6 +319,27 @@ class Population:
         )
 
 
+def window_durations(durations: np.ndarray, percentile: float, added: int = 0) -> tuple[int, int] | None:
+    """The least and the greatest duration a task of ``durations`` may have and be in the budget's window
+    at ``percentile``, whatever up to ``added`` more tasks rank among them; None when there are none.
+
+    A reader that has yet to analyse its changed traces (``added`` bounds their tasks) reads the
+    operations of these tasks only.  A task ranked ``r``-th of ``n`` ranks from ``r`` to ``r + added``
+    among all, and the window's ranks (:func:`window_ranks`) only grow with the tasks counted; so a task
+    in the window ranks from its first rank of ``n`` tasks less ``added``, to its last of ``n + added``."""
+    count = len(durations)
+    if not count:
+        return None
+    first = max(1, window_ranks(count, percentile)[0] - added)
+    last = min(count, window_ranks(count + added, percentile)[1])
+    return _nth(durations, first - 1), _nth(durations, last - 1)
+
+
+class OperationsNotRead(LookupError):
+    """A task in the budget's window was read without its operations: more tasks were analysed than the
+    read of the others allowed for (:func:`window_durations`), and the rows must be read again whole."""
+
+
 def _window_rows(
     durations: np.ndarray, percentile: float, rank: Callable[[np.ndarray], np.ndarray]
 ) -> np.ndarray:
@@ -316,6 +353,13 @@ def _window_rows(
     before = int(np.count_nonzero(durations < first))
     near = np.flatnonzero((durations >= first) & (durations <= last))
     return near[rank(near)][lo - 1 - before : hi - before]
+
+
+def _read(operations: pa.Array) -> pa.Array:
+    """The window's ``operations``, every one of them read (:class:`OperationsNotRead`)."""
+    if operations.null_count:
+        raise OperationsNotRead(f"{operations.null_count} of the window's tasks were read without operations")
+    return operations
 
 
 def list_matrix(column: pa.ChunkedArray, rows: int) -> np.ndarray:
