@@ -14,6 +14,8 @@ import threading
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pytest
 import store_workers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,7 +25,14 @@ from agentscope.analysis import pipeline
 from agentscope.analysis.pipeline import blame_store, task_results
 from agentscope.analysis.report import DEFAULT_SCENARIOS, variants
 from agentscope.analysis.whatif import Scenario
-from agentscope.store.schema import COLUMNS, SCHEMA_VERSION, TYPED_NAMES, rows_to_table
+from agentscope.store.schema import (
+    COLUMNS,
+    SCHEMA_VERSION,
+    TASK_ROWS,
+    TASK_WHATIFS,
+    TYPED_NAMES,
+    rows_to_table,
+)
 from agentscope.store.selection import Selection
 from agentscope.store.shared import SharedStore
 from agentscope.store.store import Store
@@ -289,6 +298,71 @@ def test_a_version_2_store_written_by_the_previous_release_is_migrated_in_place(
         assert store.insert(again.slice(0, 5)).added == 0  # the key still holds
     shared.insert(rows_to_table(_rows(2, 9)))  # new traces after the migration
     assert blame_store(shared) == _full(shared, None)
+
+
+STORE_V3 = Path(__file__).parent / "data" / "store-v3.duckdb.gz"
+"""A store as the release before the what-if columns wrote it (schema version 3): ``agentscope demo
+--tasks 4`` (226 spans of 12 tasks), then blamed, so its task table is filled (each row's what-ifs a
+list)."""
+
+
+def test_a_version_3_store_keeps_its_task_rows_with_their_what_ifs_in_columns(tmp_path, monkeypatch):
+    """The rows move to the what-if columns as they are: the first answer after the migration analyses no
+    trace, and the rows read back as the per-task table's are the rows as they were."""
+    path = tmp_path / "v3.duckdb"
+    path.write_bytes(gzip.decompress(STORE_V3.read_bytes()))
+    order = "ORDER BY trace_id, span_id"
+    con = duckdb.connect(str(path), read_only=True)
+    before = con.sql(f"SELECT * FROM tasks {order}").to_arrow_table()
+    con.close()
+    assert before.num_rows == 12 and len(before.column("whatif_ns")[0]) == TASK_WHATIFS
+    with Store(path, read_only=True) as old:
+        assert old.version == 3
+        expected = blame_store(old)
+    analysed: list[int] = []
+    real = pipeline.analysed_rows
+
+    def counting(batches, *args):
+        batches = list(batches)
+        analysed.append(sum(len(b) for b in batches))
+        return real(batches, *args)
+
+    monkeypatch.setattr(pipeline, "analysed_rows", counting)
+    assert blame_store(SharedStore(path)) == expected and sum(analysed) == 0
+    with Store(path, read_only=True) as migrated:
+        assert migrated.version == SCHEMA_VERSION
+        assert "whatif_ns" not in {
+            c
+            for (c,) in migrated.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'tasks'"
+            ).fetchall()
+        }
+        after = migrated.con.sql(f"SELECT {TASK_ROWS} FROM tasks {order}").to_arrow_table()
+    assert after.to_pylist() == before.to_pylist()
+    assert len(pipeline.ROW_VARIANTS) == TASK_WHATIFS  # every variant a row keeps has its column
+
+
+def test_saved_task_tables_answer_only_what_their_what_ifs_hold(tmp_path):
+    """A per-task table saved with fewer what-if times than blame's scenarios need says so; the store's
+    own, exported, answers as the store does."""
+    import pyarrow.parquet as pq
+
+    from agentscope.store.export import export_tasks
+
+    shared = SharedStore(tmp_path / "store.duckdb")
+    shared.insert(rows_to_table(_rows(12, 8)))
+    expected = blame_store(shared)
+    with Store(shared.path) as store:
+        export_tasks(store, tmp_path / "kept")
+    assert pipeline.blame_saved([tmp_path / "kept"]) == expected
+    table = pq.read_table(tmp_path / "kept" / "tasks.parquet")
+    short = pa.array([w[:4] for w in table.column("whatif_ns").to_pylist()], pa.list_(pa.float64()))
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("whatif_ns"), "whatif_ns", short),
+        tmp_path / "short.parquet",
+    )
+    with pytest.raises(pipeline.TaskTableError, match="do not hold these what-if scenarios"):
+        pipeline.blame_saved([tmp_path / "short.parquet"])
 
 
 def test_answers_stay_right_while_two_processes_write(tmp_path):

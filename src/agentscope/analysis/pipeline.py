@@ -45,7 +45,7 @@ from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.arrays import numbers
 from agentscope.store.query import span_batches, trace_spans
-from agentscope.store.schema import SCHEMA_VERSION, TASK_ARROW_SCHEMA
+from agentscope.store.schema import SCHEMA_VERSION, TASK_ARROW_SCHEMA, whatif_columns
 from agentscope.store.selection import Selection
 from agentscope.store.shared import SharedStore, StoreBusy
 from agentscope.store.store import Store, StoreError
@@ -510,9 +510,14 @@ def saved_results(
     with Store(None) as store:
         try:
             store.con.execute(
-                "INSERT INTO tasks BY NAME SELECT * FROM read_parquet(?, union_by_name = true)",
+                "CREATE TEMP TABLE agentscope_saved AS SELECT * FROM read_parquet(?, union_by_name = true)",
                 [files],
             )
+            store.con.execute(
+                f"INSERT INTO tasks BY NAME SELECT * EXCLUDE (whatif_ns), {whatif_columns()} "
+                "FROM agentscope_saved"
+            )
+            kept = store.scalar("SELECT min(len(whatif_ns)) FROM agentscope_saved")
         except duckdb.Error as exc:
             raise TaskTableError(f"cannot read task tables {', '.join(map(str, paths))}: {exc}") from None
         unnamed = "SELECT count(*) FROM tasks WHERE services IS NULL"
@@ -520,7 +525,7 @@ def saved_results(
             raise TaskTableError("--service: these task tables name no services (a Spark run's do not)")
         results = results_from_table(selected_rows(store, selection))
     picks = row_picks(variants, True, ())
-    kept = min((len(r.whatif_ns) for r in results), default=len(ROW_VARIANTS))
+    kept = len(ROW_VARIANTS) if kept is None else int(kept)
     if picks is None or any(i >= kept for i in picks):
         raise TaskTableError("the task tables do not hold these what-if scenarios: analyse the spans instead")
     for result in results:

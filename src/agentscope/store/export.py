@@ -22,6 +22,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from agentscope.store.query import ANALYSIS_SELECT, APP_SPANS
+from agentscope.store.schema import TASK_ROWS
 from agentscope.store.store import Store, quoted_path
 
 MANIFEST = "_agentscope_manifest.json"
@@ -88,7 +89,7 @@ def export_tasks(store: Store, out: Path) -> int:
     reads a Spark run's); returns the tasks written.  The table must be current: read it first."""
     _prepare(out)
     store.con.execute(
-        f"COPY (SELECT * FROM tasks ORDER BY start_ns) TO '{quoted_path(out / TASKS_FILE)}' "
+        f"COPY (SELECT {TASK_ROWS} FROM tasks ORDER BY start_ns) TO '{quoted_path(out / TASKS_FILE)}' "
         "(FORMAT parquet, COMPRESSION zstd)"
     )
     count = int(store.scalar("SELECT count(*) FROM tasks"))

@@ -21,9 +21,11 @@ from agentscope.store.schema import (
     DDL,
     SCHEMA_VERSION,
     SPANS_DDL,
+    TASKS_DDL,
     TRACE_WRITES_DDL,
     TYPED_NAMES,
     typed_rows,
+    whatif_columns,
 )
 
 _duckdb_connect = inspect.unwrap(duckdb.connect)
@@ -149,9 +151,9 @@ class Store:
         from version 1, the task table's write marks (every trace it holds counts as written before any
         analysis, sequence 0); from version 1 or 2, the typed columns (the spans table is rewritten, its
         rows in their order, each with its columns derived from its attributes) and each trace's
-        earliest span start."""
+        earliest span start; from version 2 or 3, the task rows' what-if times in columns."""
         rows = self.con.execute("SELECT value FROM agentscope_meta WHERE key = 'schema_version'").fetchall()
-        older = rows[0][0] if rows and rows[0][0] in ("1", "2") else None
+        older = rows[0][0] if rows and rows[0][0] in ("1", "2", "3") else None
         with self.transaction():
             if not rows:
                 self.con.execute(
@@ -168,11 +170,20 @@ class Store:
                 self.con.execute("DROP TABLE agentscope_trace_writes_v2")
             if older == "1":
                 self.con.execute(_MARK_WRITTEN.format(source="spans"), [0])
-            if older is not None:
+            if older in ("1", "2"):
                 self.con.execute(SPANS_DDL.format(table="agentscope_spans_typed"))
                 self.con.execute(f"INSERT INTO agentscope_spans_typed {typed_rows('spans')}")
                 self.con.execute("DROP TABLE spans")
                 self.con.execute("ALTER TABLE agentscope_spans_typed RENAME TO spans")
+            if older in ("2", "3"):
+                self.con.execute("ALTER TABLE tasks RENAME TO agentscope_tasks_v3")
+                self.con.execute(TASKS_DDL)
+                self.con.execute(
+                    f"INSERT INTO tasks BY NAME SELECT * EXCLUDE (whatif_ns), {whatif_columns()} "
+                    "FROM agentscope_tasks_v3"
+                )
+                self.con.execute("DROP TABLE agentscope_tasks_v3")
+            if older is not None:
                 self.con.execute(
                     "UPDATE agentscope_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
                 )

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from agentscope import attributes as A
 from agentscope.store.arrays import column
 from agentscope.store.query import IN_REGISTERED, PROBE_SERVICE, registered, span_count
-from agentscope.store.schema import TASK_ARROW_SCHEMA
+from agentscope.store.schema import TASK_ARROW_SCHEMA, whatif_columns, whatif_list
 from agentscope.store.selection import Selection
 from agentscope.store.store import Store
 
@@ -151,7 +151,8 @@ def selected_rows(
     columns: Sequence[str] | None = None,
     operations_between: tuple[int, int] | None = None,
 ) -> pa.Table:
-    """The rows of ``table`` (the store's, or an Arrow table of rows registered under that name) that
+    """The rows of ``table`` (the store's, or an Arrow table of rows registered under that name) as the
+    per-task table's (``analysis.rows``) that
     ``selection`` keeps, less those of the traces in ``skip`` (being analysed again);
     with ``whatifs``, only those what-if times of each row, in that order (0-based); with ``since``, only
     the rows of traces analysed at a later write than that sequence number.  Only the ``columns`` given,
@@ -162,7 +163,9 @@ def selected_rows(
     trace's services."""
     where, params = _where(selection, skip, since)
     chosen = {name: name for name in columns or TASK_ARROW_SCHEMA.names}
-    if whatifs is not None and "whatif_ns" in chosen:  # a row keeps dozens; a report reads a few
+    if "whatif_ns" in chosen and table == "tasks":  # the store's: a column each (``WHATIF_COLUMNS``)
+        chosen["whatif_ns"] = whatif_list(whatifs)
+    elif "whatif_ns" in chosen and whatifs is not None:  # a row keeps dozens; a report reads a few
         chosen["whatif_ns"] = f"list_select(whatif_ns, {[i + 1 for i in whatifs]}::INTEGER[])"
     join = ""
     if operations_between is not None and "operations" in chosen:
@@ -210,7 +213,10 @@ def write_rows(store: Store, rows: pa.Table, analysed: pa.Table, version: str) -
             )
             newer = "trace_id IN (SELECT trace_id FROM agentscope_newer)"
             store.con.execute(f"DELETE FROM tasks WHERE {newer}")
-            store.con.execute(f"INSERT INTO tasks SELECT * FROM agentscope_rows WHERE {newer}")
+            store.con.execute(
+                f"INSERT INTO tasks BY NAME SELECT * EXCLUDE (whatif_ns), {whatif_columns()} "
+                f"FROM agentscope_rows WHERE {newer}"
+            )
             store.con.execute(
                 "INSERT OR REPLACE INTO task_traces SELECT trace_id, seq, ?, tasks FROM agentscope_newer",
                 [version],
