@@ -133,8 +133,8 @@ def _where(selection: Selection | None, skip: pa.Table | None, since: int | None
 
 _OPERATIONS_BETWEEN = """
 LEFT JOIN (SELECT rowid AS agentscope_row, operations AS agentscope_operations FROM tasks
-           WHERE duration_ns BETWEEN $low AND $high)
-ON rowid = agentscope_row AND duration_ns BETWEEN $low AND $high
+           WHERE duration_ns BETWEEN {low} AND {high})
+ON rowid = agentscope_row AND duration_ns BETWEEN {low} AND {high}
 """
 """The ``operations`` of the rows whose duration lies between two bounds, by row id within one query:
 DuckDB reads the text of those rows only, where a scan of the column reads every row's (at 500,000
@@ -151,13 +151,13 @@ def selected_rows(
     columns: Sequence[str] | None = None,
     operations_between: tuple[int, int] | None = None,
 ) -> pa.Table:
-    """The rows of ``table`` (the store's, or an Arrow table of rows registered under that name) as the
-    per-task table's (``analysis.rows``) that
-    ``selection`` keeps, less those of the traces in ``skip`` (being analysed again);
-    with ``whatifs``, only those what-if times of each row, in that order (0-based); with ``since``, only
-    the rows of traces analysed at a later write than that sequence number.  Only the ``columns`` given,
-    in that order (every column where not given); with ``operations_between`` (the store's table only),
-    ``operations`` only of the rows whose duration lies between these bounds, null elsewhere.
+    """The rows of ``table`` (the store's, or an Arrow table of rows registered under that name) that
+    ``selection`` keeps, as the per-task table has them (``analysis.rows``), less those of the traces in
+    ``skip`` (being analysed again); with ``whatifs``, only those what-if times of each row, in that order
+    (0-based); with ``since``, only the rows of traces analysed at a later write than that sequence
+    number.  Only the ``columns`` given, in that order (every column where not given); with
+    ``operations_between`` (the store's table only), ``operations`` only of the rows whose duration lies
+    between these bounds, null elsewhere.
 
     The selection is exact on rows: a task's name, its start in the window, a service among its
     trace's services."""
@@ -170,26 +170,27 @@ def selected_rows(
     join = ""
     if operations_between is not None and "operations" in chosen:
         chosen["operations"] = "agentscope_operations"
-        join = _OPERATIONS_BETWEEN.replace("$low", str(int(operations_between[0]))).replace(
-            "$high", str(int(operations_between[1]))
-        )
+        low, high = (int(bound) for bound in operations_between)
+        join = _OPERATIONS_BETWEEN.format(low=low, high=high)
     exprs = ", ".join(name if expr == name else f"{expr} AS {name}" for name, expr in chosen.items())
-    sql = f"SELECT {exprs} FROM {table} {join} WHERE {where}"
-    if skip is None:
-        return store.con.sql(sql, params=params).to_arrow_table()
-    with registered(store.con, skip):
-        return store.con.sql(sql, params=params).to_arrow_table()
+    return _rows(store, f"SELECT {exprs} FROM {table} {join} WHERE {where}", params, skip)
 
 
-def selected_durations(store: Store, selection: Selection | None, skip: pa.Table | None = None) -> pa.Array:
+def selected_durations(
+    store: Store, selection: Selection | None, skip: pa.Table | None = None
+) -> pa.ChunkedArray:
     """The ``duration_ns`` of the rows :func:`selected_rows` would read: what a reader places the
     budget's window with before it reads the rest."""
     where, params = _where(selection, skip, None)
-    sql = f"SELECT duration_ns FROM tasks WHERE {where}"
+    return _rows(store, f"SELECT duration_ns FROM tasks WHERE {where}", params, skip).column(0)
+
+
+def _rows(store: Store, sql: str, params: list[Any], skip: pa.Table | None) -> pa.Table:
+    """What ``sql`` selects, with the traces in ``skip`` registered for its clauses (:func:`_where`)."""
     if skip is None:
-        return store.con.sql(sql, params=params).to_arrow_table().column(0)
+        return store.con.sql(sql, params=params).to_arrow_table()
     with registered(store.con, skip):
-        return store.con.sql(sql, params=params).to_arrow_table().column(0)
+        return store.con.sql(sql, params=params).to_arrow_table()
 
 
 def write_rows(store: Store, rows: pa.Table, analysed: pa.Table, version: str) -> int:
