@@ -127,12 +127,8 @@ def test_a_change_too_large_to_read_under_the_lock_is_read_from_a_snapshot(tmp_p
     assert kept == named and len(kept) == 9
 
 
-def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path, monkeypatch):
-    shared = SharedStore(tmp_path / "store.duckdb")
-    rows = _rows(6, 1)
-    late = next(r for r in rows if r[0] == rows[-1][0] and r[4] == "task")
-    rows.remove(late)  # the last trace's task span arrives after the first read: its children wait as orphans
-    shared.insert(rows_to_table(rows))
+def _spans_analysed(monkeypatch) -> list[int]:
+    """A list that each analysis of changed traces (``pipeline.analysed_rows``) appends its spans to."""
     analysed: list[int] = []
     real = pipeline.analysed_rows
 
@@ -142,6 +138,16 @@ def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path,
         return real(batches, *args)
 
     monkeypatch.setattr(pipeline, "analysed_rows", counting)
+    return analysed
+
+
+def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path, monkeypatch):
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(6, 1)
+    late = next(r for r in rows if r[0] == rows[-1][0] and r[4] == "task")
+    rows.remove(late)  # the last trace's task span arrives after the first read: its children wait as orphans
+    shared.insert(rows_to_table(rows))
+    analysed = _spans_analysed(monkeypatch)
     first = blame_store(shared)
     assert analysed == [len(rows)] and _kept(shared.path) == (first["tasks"]["count"], 6)
     assert blame_store(shared) == first and analysed[-1] == 0
@@ -149,7 +155,7 @@ def test_a_second_read_analyses_nothing_and_a_late_span_only_its_trace(tmp_path,
     after = blame_store(shared)
     late_trace = sum(1 for row in [*rows, late] if row[0] == late[0])
     assert analysed[-1] == late_trace
-    monkeypatch.setattr(pipeline, "analysed_rows", real)
+    monkeypatch.undo()
     assert after == _full(shared, None) and after != first
 
 
@@ -319,15 +325,7 @@ def test_a_version_3_store_keeps_its_task_rows_with_their_what_ifs_in_columns(tm
     with Store(path, read_only=True) as old:
         assert old.version == 3
         expected = blame_store(old)
-    analysed: list[int] = []
-    real = pipeline.analysed_rows
-
-    def counting(batches, *args):
-        batches = list(batches)
-        analysed.append(sum(len(b) for b in batches))
-        return real(batches, *args)
-
-    monkeypatch.setattr(pipeline, "analysed_rows", counting)
+    analysed = _spans_analysed(monkeypatch)
     assert blame_store(SharedStore(path)) == expected and sum(analysed) == 0
     with Store(path, read_only=True) as migrated:
         assert migrated.version == SCHEMA_VERSION
