@@ -570,13 +570,15 @@ def _read_kept(store: Store, reading: _Reading, live: bool, since: int | None = 
     if since is not None and store.deleted_seq() > since:
         since = None
     changed = changed_traces(store, ROW_VERSION, since)
-    spans = span_count_of(store, changed) if len(changed) and (live or reading.window_at is not None) else 0
+    skip = changed if len(changed) else None  # an anti-join with no trace still reads every trace id
+    counted = skip is not None and (live or reading.window_at is not None)
+    spans = span_count_of(store, changed) if counted else 0
     between = None
     if reading.window_at is not None and since is None:
-        durations = numbers(selected_durations(store, reading.selection, changed))
+        durations = numbers(selected_durations(store, reading.selection, skip))
         between = report.window_durations(durations, reading.window_at, spans)
     picks = None if _every_whatif(reading.picks) else reading.picks
-    rows = selected_rows(store, reading.selection, changed, picks, since, "tasks", reading.columns, between)
+    rows = selected_rows(store, reading.selection, skip, picks, since, "tasks", reading.columns, between)
     replaced = None if since is None else kept_since(store, since)
     if not len(changed):
         return _Kept(changed, rows, NO_SERVICES, [], version, replaced)
