@@ -45,7 +45,7 @@ from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.arrays import numbers
 from agentscope.store.query import span_batches, trace_spans
-from agentscope.store.schema import SCHEMA_VERSION, TASK_ARROW_SCHEMA, whatif_columns
+from agentscope.store.schema import INSERT_TASK_ROWS, SCHEMA_VERSION, TASK_ARROW_SCHEMA
 from agentscope.store.selection import Selection
 from agentscope.store.shared import SharedStore, StoreBusy
 from agentscope.store.store import Store, StoreError
@@ -513,10 +513,7 @@ def saved_results(
                 "CREATE TEMP TABLE agentscope_saved AS SELECT * FROM read_parquet(?, union_by_name = true)",
                 [files],
             )
-            store.con.execute(
-                f"INSERT INTO tasks BY NAME SELECT * EXCLUDE (whatif_ns), {whatif_columns()} "
-                "FROM agentscope_saved"
-            )
+            store.con.execute(f"{INSERT_TASK_ROWS} FROM agentscope_saved")
             kept = store.scalar("SELECT min(len(whatif_ns)) FROM agentscope_saved")
         except duckdb.Error as exc:
             raise TaskTableError(f"cannot read task tables {', '.join(map(str, paths))}: {exc}") from None
@@ -570,15 +567,14 @@ def _read_kept(store: Store, reading: _Reading, live: bool, since: int | None = 
     if since is not None and store.deleted_seq() > since:
         since = None
     changed = changed_traces(store, ROW_VERSION, since)
-    skip = changed if len(changed) else None  # an anti-join with no trace still reads every trace id
-    counted = skip is not None and (live or reading.window_at is not None)
+    counted = len(changed) > 0 and (live or reading.window_at is not None)
     spans = span_count_of(store, changed) if counted else 0
     between = None
     if reading.window_at is not None and since is None:
-        durations = numbers(selected_durations(store, reading.selection, skip))
+        durations = numbers(selected_durations(store, reading.selection, changed))
         between = report.window_durations(durations, reading.window_at, spans)
     picks = None if _every_whatif(reading.picks) else reading.picks
-    rows = selected_rows(store, reading.selection, skip, picks, since, "tasks", reading.columns, between)
+    rows = selected_rows(store, reading.selection, changed, picks, since, "tasks", reading.columns, between)
     replaced = None if since is None else kept_since(store, since)
     if not len(changed):
         return _Kept(changed, rows, NO_SERVICES, [], version, replaced)
@@ -620,12 +616,12 @@ def blame_store(
             if task_name is not None:
                 selection = replace(selection or Selection(), task=task_name)
             with writes_aside():
-                table = kept_table(store, picks, workers, selection, report.REPORT_COLUMNS, percentile)
                 try:
+                    table = kept_table(store, picks, workers, selection, report.REPORT_COLUMNS, percentile)
                     return blame_table(table, scenarios, percentile, headline)
                 except report.OperationsNotRead:  # spans arrived between the read and the analysis
                     table = kept_table(store, picks, workers, selection, report.REPORT_COLUMNS)
-                    return blame_table(table, scenarios, percentile, headline)
+                return blame_table(table, scenarios, percentile, headline)
         results = task_results(store, variants, task_name, workers, repair, targets, selection)
         if not results:
             return None

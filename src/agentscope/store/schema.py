@@ -171,9 +171,11 @@ def whatif_list(picks: Sequence[int] | None = None) -> str:
     return f"[{', '.join(chosen)}]::DOUBLE[]"
 
 
-def whatif_columns(source: str = "whatif_ns") -> str:
-    """SQL for the list ``source`` as the store's what-if columns (null past its end)."""
-    return ", ".join(f"{source}[{i + 1}] AS {name}" for i, name in enumerate(WHATIF_COLUMNS))
+INSERT_TASK_ROWS = "INSERT INTO tasks BY NAME SELECT * EXCLUDE (whatif_ns), " + ", ".join(
+    f"whatif_ns[{i + 1}] AS {name}" for i, name in enumerate(WHATIF_COLUMNS)
+)
+"""SQL that inserts rows as the per-task table has them (a ``whatif_ns`` list) into the store's ``tasks``,
+each what-if in its column (null past the list's end): append ``FROM`` and the rows' relation."""
 
 
 TASK_ROWS = ", ".join(

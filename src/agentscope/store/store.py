@@ -19,13 +19,13 @@ import pyarrow as pa
 from agentscope.store.schema import (
     COLUMN_NAMES,
     DDL,
+    INSERT_TASK_ROWS,
     SCHEMA_VERSION,
     SPANS_DDL,
     TASKS_DDL,
     TRACE_WRITES_DDL,
     TYPED_NAMES,
     typed_rows,
-    whatif_columns,
 )
 
 _duckdb_connect = inspect.unwrap(duckdb.connect)
@@ -178,10 +178,7 @@ class Store:
             if older in ("2", "3"):
                 self.con.execute("ALTER TABLE tasks RENAME TO agentscope_tasks_v3")
                 self.con.execute(TASKS_DDL)
-                self.con.execute(
-                    f"INSERT INTO tasks BY NAME SELECT * EXCLUDE (whatif_ns), {whatif_columns()} "
-                    "FROM agentscope_tasks_v3"
-                )
+                self.con.execute(f"{INSERT_TASK_ROWS} FROM agentscope_tasks_v3")
                 self.con.execute("DROP TABLE agentscope_tasks_v3")
             if older is not None:
                 self.con.execute(

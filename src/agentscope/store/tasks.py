@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from agentscope import attributes as A
 from agentscope.store.arrays import column
 from agentscope.store.query import IN_REGISTERED, PROBE_SERVICE, registered, span_count
-from agentscope.store.schema import TASK_ARROW_SCHEMA, whatif_columns, whatif_list
+from agentscope.store.schema import INSERT_TASK_ROWS, TASK_ARROW_SCHEMA, whatif_list
 from agentscope.store.selection import Selection
 from agentscope.store.store import Store
 
@@ -113,7 +113,7 @@ def kept_since(store: Store, since: int) -> pa.Table:
 
 def _where(selection: Selection | None, skip: pa.Table | None, since: int | None) -> tuple[str, list[Any]]:
     """The clauses of :func:`selected_rows` that choose rows, and their parameters."""
-    clauses = ["TRUE" if skip is None else f"NOT {IN_REGISTERED}"]
+    clauses = ["TRUE" if not _skips(skip) else f"NOT {IN_REGISTERED}"]
     params: list[Any] = []
     if since is not None:
         clauses.append(f"trace_id IN ({_KEPT_SINCE})")
@@ -185,9 +185,15 @@ def selected_durations(
     return _rows(store, f"SELECT duration_ns FROM tasks WHERE {where}", params, skip).column(0)
 
 
+def _skips(skip: pa.Table | None) -> bool:
+    """Whether ``skip`` holds a trace: an anti-join with none still reads every row's trace id (on
+    500,000 rows, a query of their durations took 15-27 ms with it, 3-7 ms without)."""
+    return skip is not None and len(skip) > 0
+
+
 def _rows(store: Store, sql: str, params: list[Any], skip: pa.Table | None) -> pa.Table:
     """What ``sql`` selects, with the traces in ``skip`` registered for its clauses (:func:`_where`)."""
-    if skip is None:
+    if not _skips(skip):
         return store.con.sql(sql, params=params).to_arrow_table()
     with registered(store.con, skip):
         return store.con.sql(sql, params=params).to_arrow_table()
@@ -214,10 +220,7 @@ def write_rows(store: Store, rows: pa.Table, analysed: pa.Table, version: str) -
             )
             newer = "trace_id IN (SELECT trace_id FROM agentscope_newer)"
             store.con.execute(f"DELETE FROM tasks WHERE {newer}")
-            store.con.execute(
-                f"INSERT INTO tasks BY NAME SELECT * EXCLUDE (whatif_ns), {whatif_columns()} "
-                f"FROM agentscope_rows WHERE {newer}"
-            )
+            store.con.execute(f"{INSERT_TASK_ROWS} FROM agentscope_rows WHERE {newer}")
             store.con.execute(
                 "INSERT OR REPLACE INTO task_traces SELECT trace_id, seq, ?, tasks FROM agentscope_newer",
                 [version],
