@@ -6,14 +6,17 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import math
 import multiprocessing
 import random
+import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pytest
 import store_workers
@@ -24,14 +27,20 @@ from tracebuild import _varied_trace
 from agentscope.analysis import pipeline
 from agentscope.analysis.pipeline import blame_store, task_results
 from agentscope.analysis.report import DEFAULT_SCENARIOS, variants
-from agentscope.analysis.whatif import Scenario
+from agentscope.analysis.whatif import Scenario, inference_factor, on_lines
 from agentscope.store.schema import (
     COLUMNS,
+    INSERT_TASK_ROWS,
+    LINE_TOLERANCE,
     SCHEMA_VERSION,
+    TASK_ARROW_SCHEMA,
     TASK_ROWS,
-    TASK_WHATIFS,
+    TASKS_DDL,
     TYPED_NAMES,
+    WHATIF_COLUMNS,
+    WHATIF_FACTORS,
     rows_to_table,
+    whatif_list,
 )
 from agentscope.store.selection import Selection
 from agentscope.store.shared import SharedStore
@@ -313,20 +322,23 @@ list)."""
 
 
 def test_a_version_3_store_keeps_its_task_rows_with_their_what_ifs_in_columns(tmp_path, monkeypatch):
-    """The rows move to the what-if columns as they are: the first answer after the migration analyses no
-    trace, and the rows read back as the per-task table's are the rows as they were."""
+    """The rows move to the what-if columns, each what-if null on its line: the first answer after the
+    migration analyses no trace, and the rows read back are the rows as they were, each what-if there or
+    on its line within ``LINE_TOLERANCE``: the rows the current analysis makes of the same spans."""
     path = tmp_path / "v3.duckdb"
     path.write_bytes(gzip.decompress(STORE_V3.read_bytes()))
     order = "ORDER BY trace_id, span_id"
     con = duckdb.connect(str(path), read_only=True)
     before = con.sql(f"SELECT * FROM tasks {order}").to_arrow_table()
     con.close()
-    assert before.num_rows == 12 and len(before.column("whatif_ns")[0]) == TASK_WHATIFS
+    assert before.num_rows == 12 and len(before.column("whatif_ns")[0]) == len(WHATIF_COLUMNS)
     with Store(path, read_only=True) as old:
         assert old.version == 3
-        expected = blame_store(old)
+    fresh = tmp_path / "fresh.duckdb"
+    shutil.copy(path, fresh)
     analysed = _spans_analysed(monkeypatch)
-    assert blame_store(SharedStore(path)) == expected and sum(analysed) == 0
+    shared = SharedStore(path)
+    assert blame_store(shared) == _full(shared, None) and sum(analysed) == 0
     with Store(path, read_only=True) as migrated:
         assert migrated.version == SCHEMA_VERSION
         assert "whatif_ns" not in {
@@ -336,8 +348,75 @@ def test_a_version_3_store_keeps_its_task_rows_with_their_what_ifs_in_columns(tm
             ).fetchall()
         }
         after = migrated.con.sql(f"SELECT {TASK_ROWS} FROM tasks {order}").to_arrow_table()
-    assert after.to_pylist() == before.to_pylist()
-    assert len(pipeline.ROW_VARIANTS) == TASK_WHATIFS  # every variant a row keeps has its column
+        kept = migrated.scalar(f"SELECT count({') + count('.join(WHATIF_COLUMNS)}) FROM tasks")
+    assert kept <= 2 * after.num_rows  # the demo's tasks keep their inference limits, the rest on lines
+    for old, new in zip(before.to_pylist(), after.to_pylist(), strict=True):
+        was, now = old.pop("whatif_ns"), new.pop("whatif_ns")
+        assert old == new
+        assert all(abs(a - b) <= LINE_TOLERANCE * new["duration_ns"] for a, b in zip(was, now, strict=True))
+    with Store(fresh) as store:  # the rows analysed again by this release
+        store.con.execute("DELETE FROM tasks; DELETE FROM task_traces")
+    blame_store(SharedStore(fresh))
+    with Store(fresh, read_only=True) as again:
+        assert again.con.sql(f"SELECT {TASK_ROWS} FROM tasks {order}").to_arrow_table() == after
+
+
+def test_each_kept_what_if_has_its_column_and_line():
+    """Every variant a row keeps has its column, and the store knows its inference speedup (its line)."""
+    assert [inference_factor(v) for v in pipeline.ROW_VARIANTS] == list(WHATIF_FACTORS)
+
+
+def _moved(value: float, ulps: int | None) -> float:
+    """``value`` a few ulps away, or well off (None)."""
+    return value * 0.9 if ulps is None else value + ulps * np.spacing(value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1_000, 10**13),  # the task's duration, ns
+            st.floats(0, 1),  # where its inference limit lies in it
+            st.floats(0, 1),  # where the pessimistic limit lies above that
+            st.lists(st.integers(-3, 3) | st.sampled_from([None]), min_size=38, max_size=38),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_what_ifs_read_back_from_the_store_as_the_analysis_put_them(tasks):
+    """Each what-if is its line give or take a few ulps (a simulation's last bits) or off it (None): the
+    analysis puts the near ones on their lines, the store keeps those as null, and reading gives back
+    every value the analysis made, bit for bit."""
+    durations = np.array([d for d, *_ in tasks], dtype=np.int64)
+    made = np.empty((len(tasks), len(WHATIF_FACTORS)))
+    for row, (d, at, above, ulps) in enumerate(tasks):
+        limits = {False: _moved(d * at, ulps[4]), True: _moved(d * at + (d - d * at) * above, ulps[5])}
+        for k, (factor, pessimistic) in enumerate(WHATIF_FACTORS):
+            if k in (4, 5):  # the limits themselves
+                made[row, k] = limits[pessimistic]
+            elif factor == math.inf:
+                made[row, k] = _moved(limits[pessimistic], ulps[k])
+            else:
+                made[row, k] = _moved(limits[pessimistic] + (d - limits[pessimistic]) / factor, ulps[k])
+    on_lines(made, durations, pipeline.ROW_VARIANTS)
+    rows = pa.table(
+        {
+            name: pa.nulls(len(tasks), field.type)
+            for name, field in zip(TASK_ARROW_SCHEMA.names, TASK_ARROW_SCHEMA)
+        }
+    )
+    for name, values in (("start_ns", np.arange(len(tasks))), ("duration_ns", durations)):
+        rows = rows.set_column(rows.schema.get_field_index(name), name, pa.array(values))
+    rows = rows.set_column(rows.schema.get_field_index("whatif_ns"), "whatif_ns", pa.array(made.tolist()))
+    con = duckdb.connect()
+    con.execute(TASKS_DDL.replace(" NOT NULL", ""))
+    con.register("agentscope_rows", rows)
+    con.execute(f"{INSERT_TASK_ROWS} FROM agentscope_rows")
+    read = con.sql(f"SELECT {whatif_list()} FROM tasks ORDER BY start_ns").fetchall()
+    assert np.array([r for (r,) in read]).tobytes() == made.tobytes()
+    kept = con.execute(f"SELECT count({') + count('.join(WHATIF_COLUMNS)}) FROM tasks").fetchone()[0]
+    assert kept <= 2 * len(tasks) + sum(off is None for *_, ulps in tasks for off in ulps)  # limits, off ones
 
 
 def test_saved_task_tables_answer_only_what_their_what_ifs_hold(tmp_path):

@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from agentscope.analysis import categories as C
 from agentscope.analysis.attribution import OPERATION_KINDS, Mix, span_mixes
 from agentscope.analysis.batch import SpanBatch
@@ -23,7 +25,7 @@ from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.repair import Repair
 from agentscope.analysis.targets import target_overrides
 from agentscope.analysis.trace import Trace
-from agentscope.analysis.whatif import Job, Resimulation, reductions
+from agentscope.analysis.whatif import Job, Resimulation, limits_missing, on_lines, reductions
 
 ANALYSIS_VERSION = 1
 """Raise it when a change to the analysis changes any task's result: the task table's rows of an older
@@ -146,16 +148,14 @@ def explain(
     task: int,
     variants: Sequence[Mapping[str, float]] = (),
     *,
-    tables: Sequence[Mapping[str, float]] | None = None,
     targets: Sequence[CandidateProfile] = (),
 ) -> TraceExplanation:
     """Critical path, mixes and attribution of one task, re-simulated under each variant.
 
-    ``tables`` are ``whatif.reductions(variants)``, if computed already.
     Each of ``targets`` adds one more new duration after the variants' (DESIGN §12).
     """
     explanation = _attributed(trace, task)
-    gathered = _WhatIfs(tables or reductions(variants), targets)
+    gathered = _WhatIfs(variants, targets)
     gathered.add(explanation)
     gathered.finish()
     return explanation
@@ -164,9 +164,12 @@ def explain(
 class _WhatIfs:
     """Explained tasks gathered for their what-if durations: under each variant, then on each target."""
 
-    def __init__(self, tables: Sequence[Mapping[str, float]], targets: Sequence[CandidateProfile]) -> None:
+    def __init__(self, variants: Sequence[Mapping[str, float]], targets: Sequence[CandidateProfile]) -> None:
         self.results: list[TaskResult] = []
-        self.variants = Resimulation(tables) if tables else None
+        self.simulated = [*variants, *limits_missing(variants)]
+        """The variants, then the inference limits their lines need (``whatif.on_lines``)."""
+        self.shown = len(variants)
+        self.variants = Resimulation(reductions(self.simulated)) if variants else None
         self.targets = targets
         self.on_targets = Resimulation(reductions([{}]) * len(targets)) if targets else None
 
@@ -181,12 +184,21 @@ class _WhatIfs:
             self.on_targets.add(Job(e.trace, e.task, e.mixes, e.leaves, e.between, overrides))
 
     def finish(self) -> list[TaskResult]:
-        """The results, each with its ``whatif_ns`` set."""
-        for simulation in (self.variants, self.on_targets):
-            if simulation is not None:
-                for result, durations in zip(self.results, simulation.durations(), strict=True):
-                    result.whatif_ns = result.whatif_ns + durations
+        """The results, each with its ``whatif_ns`` set: the variants' new durations, on their lines where
+        they lie on them (``whatif.on_lines``), then the targets'."""
+        if self.variants is not None:
+            durations = self.variants.durations()
+            on_lines(
+                durations, np.array([r.duration_ns for r in self.results], dtype=np.int64), self.simulated
+            )
+            self._append(durations[:, : self.shown])
+        if self.on_targets is not None:
+            self._append(self.on_targets.durations())
         return self.results
+
+    def _append(self, durations: np.ndarray) -> None:
+        for result, added in zip(self.results, durations.tolist(), strict=True):
+            result.whatif_ns = result.whatif_ns + added
 
 
 def _attributed(trace: Trace, task: int) -> TraceExplanation:
@@ -297,7 +309,7 @@ def analyze(
     """
     with collector_paused():
         batch = spans if isinstance(spans, SpanBatch) else SpanBatch.from_any(spans)
-        gathered = _WhatIfs(reductions(variants), targets)
+        gathered = _WhatIfs(variants, targets)
         for trace in Trace.each(batch, repair=repair):
             for task in trace.tasks():
                 if task_name is not None and task_name_of(trace, task) != task_name:

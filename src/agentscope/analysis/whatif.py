@@ -22,6 +22,7 @@ batch, so a batch holding one very deep task pays for its depth: 0.1 s for a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -31,6 +32,7 @@ import numpy as np
 from agentscope.analysis import categories as C
 from agentscope.analysis.attribution import Mix
 from agentscope.analysis.trace import Trace
+from agentscope.store.schema import LINE_TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,60 @@ class Scenario:
         rest.setdefault(C.PREFILL, factor)
         rest.setdefault(C.DECODE, factor)
         return rest
+
+
+def inference_factor(speedups: Mapping[str, float]) -> tuple[float, bool] | None:
+    """(factor, pessimistic) of a variant that speeds up inference alone, as a scenario ``inference xF``
+    or its pessimistic form; None for any other."""
+    if set(speedups) == {"inference"}:
+        return speedups["inference"], False
+    if set(speedups) == {C.PREFILL, C.DECODE} and speedups[C.PREFILL] == speedups[C.DECODE]:
+        return speedups[C.PREFILL], True
+    return None
+
+
+def limits_missing(variants: Sequence[Mapping[str, float]]) -> list[dict[str, float]]:
+    """The inference limits (``inference x∞``, optimistic or pessimistic) that :func:`on_lines` needs for
+    ``variants`` and that they do not hold: to be simulated after them."""
+    kinds = {inference_factor(v) for v in variants}
+    return [
+        {C.PREFILL: math.inf, C.DECODE: math.inf} if pessimistic else {"inference": math.inf}
+        for pessimistic in (False, True)
+        if any(kind is not None and kind[1] == pessimistic for kind in kinds)
+        and (math.inf, pessimistic) not in kinds
+    ]
+
+
+def on_lines(durations: np.ndarray, duration_ns: np.ndarray, variants: Sequence[Mapping[str, float]]) -> None:
+    """Put each task's new durations (one row a task, one column a variant) that lie within
+    ``LINE_TOLERANCE`` of their line on it, in place.
+
+    The line of an inference speedup f is the task's inference limit L (f = ∞, of the same form) plus
+    what remains of the rest: L + (duration − L) / f.  A task whose critical path keeps its shape lies
+    on it, but the simulation's sums reach it only to the last bits; on it exactly, the store keeps
+    the what-if as null (``store.schema.LINE_TOLERANCE``), and both give the same value.  The limits'
+    own columns are left as simulated; ``variants`` must hold those its inference speedups need
+    (:func:`limits_missing`)."""
+    kinds = [inference_factor(v) for v in variants]
+    limits: dict[bool, int] = {}
+    """Optimistic, pessimistic → the column of its limit, the first of them (as the store's)."""
+    for j, kind in enumerate(kinds):
+        if kind is not None and kind[0] == math.inf:
+            limits.setdefault(kind[1], j)
+    for j, kind in enumerate(kinds):
+        if kind is None or limits.get(kind[1]) == j:
+            continue
+        factor, pessimistic = kind
+        limit = durations[:, limits[pessimistic]]
+        if factor == 1:
+            line = duration_ns.astype(np.float64)
+        elif factor == math.inf:
+            line = limit
+        else:
+            line = limit + (duration_ns - limit) / factor
+        column = durations[:, j]
+        near = np.abs(column - line) <= LINE_TOLERANCE * duration_ns
+        column[near] = line[near]
 
 
 def reductions(variants: Sequence[Mapping[str, float]]) -> list[dict[str, float]]:
@@ -90,7 +146,7 @@ def simulate_batch(jobs: Sequence[Job], tables: Sequence[Mapping[str, float]]) -
     batch = Resimulation(tables)
     for job in jobs:
         batch.add(job)
-    return batch.durations()
+    return batch.durations().tolist()
 
 
 class Resimulation:
@@ -150,10 +206,10 @@ class Resimulation:
             own[base + i] = len(self._vectors)
             self._vectors.append([v if o is None else o for v, o in zip(vector, predicted, strict=True)])
 
-    def durations(self) -> list[list[float]]:
-        """Each added task's new duration (ns) under each variant, in the order added."""
+    def durations(self) -> np.ndarray:
+        """Each added task's new duration (ns) under each variant: a row a task, in the order added."""
         if not self._roots or not self.tables:
-            return [[] for _ in self._roots]
+            return np.empty((len(self._roots), len(self.tables)))
         own = np.array(self._own, dtype=np.int64)
         between = own.copy()
         if self._between:
@@ -171,7 +227,7 @@ class Resimulation:
             between=between,
             leaf=leaf,
         )
-        return spans.durations()[roots].tolist()
+        return spans.durations()[roots]
 
 
 _NO_TIME = np.iinfo(np.int64).min

@@ -17,18 +17,20 @@ docs/store.md describes every table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 import orjson
 import pyarrow as pa
 
 from agentscope import attributes as A
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """1: spans and meta.  2: the task table (``trace_writes``, ``task_traces``, ``tasks``).  3: the typed
 columns of ``spans`` (:data:`TYPED_COLUMNS`) and each trace's earliest span start
 (``trace_writes.first_ns``).  4: the task table's what-if times in columns of their own
-(:data:`WHATIF_COLUMNS`).  An older store is migrated in place when it is first opened for writing."""
+(:data:`WHATIF_COLUMNS`).  5: a what-if on its line is null (:data:`LINE_TOLERANCE`).  An older store
+is migrated in place when it is first opened for writing."""
 
 COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("trace_id", "VARCHAR NOT NULL", pa.string()),
@@ -152,30 +154,104 @@ TASK_COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
 """(column, DuckDB type, Arrow type) of the ``tasks`` table: ``TaskResult``'s fields as the Spark path's
 per-task table has them (``operations`` and ``models`` as JSON objects), and the trace's services."""
 TASK_ARROW_SCHEMA = pa.schema([(name, arrow_type) for name, _, arrow_type in TASK_COLUMNS])
-TASK_WHATIFS = 38
-"""What-if times a row of the store's ``tasks`` table keeps: as many as ``analysis.pipeline.ROW_VARIANTS``
-(a test holds them equal)."""
-WHATIF_COLUMNS = tuple(f"whatif_{i}" for i in range(TASK_WHATIFS))
+WHATIF_FACTORS: tuple[tuple[float, bool], ...] = tuple(
+    (factor, pessimistic)
+    for factor in (
+        1.7,
+        3.6,
+        math.inf,
+        1.0,
+        1.25,
+        1.5,
+        1.75,
+        2.0,
+        2.5,
+        3.0,
+        3.5,
+        4.0,
+        5.0,
+        6.0,
+        7.0,
+        8.0,
+        9.0,
+        10.0,
+        math.inf,
+    )
+    for pessimistic in (False, True)
+)
+"""The what-if times a row of the store's ``tasks`` table keeps, as (inference speedup, pessimistic): the
+variants of ``analysis.pipeline.ROW_VARIANTS``, in order (a test holds them equal): blame's three
+defaults, then the budget's curve."""
+WHATIF_COLUMNS = tuple(f"whatif_{i}" for i in range(len(WHATIF_FACTORS)))
 """The store's ``tasks`` columns of a row's what-if times, in ``whatif_ns`` order.
 
 A list column is stored as one run of its values: a reader of six of 38 what-ifs reads and
 decompresses all 38 (at 500,000 tasks, 152 MB, 0.11 s of a reader's 0.25 s SQL), where six columns
 of their own are 18 ms.  Readers still see the per-task table's ``whatif_ns`` list
 (:func:`whatif_list`)."""
+LINE_TOLERANCE = 1e-12
+"""How far, per ns of the task's duration, a what-if may lie from its line and be kept as the line.
+
+A task's duration with inference sped up f times is convex in 1/f, and a line in it when the critical
+path's shape does not change with the speedup: most agent tasks, whose model calls follow one another.
+On the line, it is the inference limit (f = ∞) plus what remains of the rest, 1/f of it.  A kept
+what-if on its line is stored as null and read as the line, so that a row keeps about one what-if
+instead of 38.  The analysis puts what-ifs this close on their lines
+(``analysis.whatif.on_lines``), so that what a row gives back is what the analysis made: the
+simulation's sums differ from the line's in the last bits."""
+_LIMITS = {pessimistic: WHATIF_FACTORS.index((math.inf, pessimistic)) for pessimistic in (False, True)}
+"""The columns of the inference limit, optimistic and pessimistic: the anchors of every line."""
+
+
+def _line(k: int, whatif: Callable[[int], str]) -> str | None:
+    """SQL for the k-th kept what-if's line, given SQL for the i-th what-if (``whatif(i)``); None for the
+    optimistic inference limit, which has none.  The pessimistic limit's line is the optimistic one:
+    the two are the same where no inference time is unsplit."""
+    factor, pessimistic = WHATIF_FACTORS[k]
+    if k == _LIMITS[False]:
+        return None
+    if k == _LIMITS[True]:
+        return whatif(_LIMITS[False])
+    if factor == 1:
+        return "duration_ns::DOUBLE"
+    limit = whatif(_LIMITS[pessimistic])
+    if factor == math.inf:
+        return limit
+    return f"({limit} + (duration_ns - {limit}) / {factor!r}::DOUBLE)"
+
+
+def _kept(k: int) -> str:
+    """SQL for the k-th what-if of a stored row: its column, or its line where that is null."""
+    line = _line(k, _kept)
+    return WHATIF_COLUMNS[k] if line is None else f"coalesce({WHATIF_COLUMNS[k]}, {line})"
 
 
 def whatif_list(picks: Sequence[int] | None = None) -> str:
     """SQL for a stored row's what-if times (those at ``picks``, 0-based, in that order, where given) as
     the list of the per-task table's ``whatif_ns``."""
-    chosen = WHATIF_COLUMNS if picks is None else [WHATIF_COLUMNS[i] for i in picks]
-    return f"[{', '.join(chosen)}]::DOUBLE[]"
+    chosen = range(len(WHATIF_COLUMNS)) if picks is None else picks
+    return f"[{', '.join(_kept(k) for k in chosen)}]::DOUBLE[]"
+
+
+def _stored(k: int) -> str:
+    """SQL for the k-th what-if of a per-task row (a ``whatif_ns`` list) as its column keeps it: null on its
+    line (within :data:`LINE_TOLERANCE`; the pessimistic limit only where it equals the optimistic)."""
+    value = f"whatif_ns[{k + 1}]"
+    line = _line(k, lambda i: f"whatif_ns[{i + 1}]")
+    if line is None:
+        return value
+    if k == _LIMITS[True]:
+        return f"CASE WHEN {value} = {line} THEN NULL ELSE {value} END"
+    near = f"abs({value} - {line}) <= {LINE_TOLERANCE!r}::DOUBLE * duration_ns"
+    return f"CASE WHEN {near} THEN NULL ELSE {value} END"
 
 
 INSERT_TASK_ROWS = "INSERT INTO tasks BY NAME SELECT * EXCLUDE (whatif_ns), " + ", ".join(
-    f"whatif_ns[{i + 1}] AS {name}" for i, name in enumerate(WHATIF_COLUMNS)
+    f"{_stored(i)} AS {name}" for i, name in enumerate(WHATIF_COLUMNS)
 )
 """SQL that inserts rows as the per-task table has them (a ``whatif_ns`` list) into the store's ``tasks``,
-each what-if in its column (null past the list's end): append ``FROM`` and the rows' relation."""
+each what-if in its column, null on its line (and past the list's end): append ``FROM`` and the rows'
+relation."""
 
 
 TASK_ROWS = ", ".join(

@@ -25,6 +25,7 @@ from agentscope.store.schema import (
     TASKS_DDL,
     TRACE_WRITES_DDL,
     TYPED_NAMES,
+    WHATIF_COLUMNS,
     typed_rows,
 )
 
@@ -79,6 +80,11 @@ _MARK_WRITTEN = (
     "INSERT INTO trace_writes SELECT trace_id, ?, min(start_ns) FROM {source} GROUP BY trace_id "
     "ON CONFLICT (trace_id) DO UPDATE SET seq = excluded.seq, first_ns = least(first_ns, excluded.first_ns)"
 )
+_OLD_TASK_ROWS = (
+    f"(SELECT * EXCLUDE ({', '.join(WHATIF_COLUMNS)}), [{', '.join(WHATIF_COLUMNS)}]::DOUBLE[] AS whatif_ns "
+    "FROM agentscope_tasks_old)"
+)
+"""A version 4 store's task rows as the per-task table has them: every what-if in its column."""
 _COUNT_SPANS = "INSERT OR REPLACE INTO agentscope_meta SELECT 'spans', CAST(count(*) AS VARCHAR) FROM spans"
 _DELETED = (
     "INSERT OR REPLACE INTO agentscope_meta SELECT 'deleted_seq', value FROM agentscope_meta "
@@ -151,9 +157,10 @@ class Store:
         from version 1, the task table's write marks (every trace it holds counts as written before any
         analysis, sequence 0); from version 1 or 2, the typed columns (the spans table is rewritten, its
         rows in their order, each with its columns derived from its attributes) and each trace's
-        earliest span start; from version 2 or 3, the task rows' what-if times in columns."""
+        earliest span start; from version 2, 3 or 4, the task rows' what-if times in columns, null on their
+        lines."""
         rows = self.con.execute("SELECT value FROM agentscope_meta WHERE key = 'schema_version'").fetchall()
-        older = rows[0][0] if rows and rows[0][0] in ("1", "2", "3") else None
+        older = rows[0][0] if rows and rows[0][0] in ("1", "2", "3", "4") else None
         with self.transaction():
             if not rows:
                 self.con.execute(
@@ -175,11 +182,12 @@ class Store:
                 self.con.execute(f"INSERT INTO agentscope_spans_typed {typed_rows('spans')}")
                 self.con.execute("DROP TABLE spans")
                 self.con.execute("ALTER TABLE agentscope_spans_typed RENAME TO spans")
-            if older in ("2", "3"):
-                self.con.execute("ALTER TABLE tasks RENAME TO agentscope_tasks_v3")
+            if older in ("2", "3", "4"):
+                self.con.execute("ALTER TABLE tasks RENAME TO agentscope_tasks_old")
                 self.con.execute(TASKS_DDL)
-                self.con.execute(f"{INSERT_TASK_ROWS} FROM agentscope_tasks_v3")
-                self.con.execute("DROP TABLE agentscope_tasks_v3")
+                old_rows = _OLD_TASK_ROWS if older == "4" else "agentscope_tasks_old"  # 2, 3: a list
+                self.con.execute(f"{INSERT_TASK_ROWS} FROM {old_rows}")
+                self.con.execute("DROP TABLE agentscope_tasks_old")
             if older is not None:
                 self.con.execute(
                     "UPDATE agentscope_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
