@@ -154,30 +154,10 @@ TASK_COLUMNS: tuple[tuple[str, str, pa.DataType], ...] = (
 """(column, DuckDB type, Arrow type) of the ``tasks`` table: ``TaskResult``'s fields as the Spark path's
 per-task table has them (``operations`` and ``models`` as JSON objects), and the trace's services."""
 TASK_ARROW_SCHEMA = pa.schema([(name, arrow_type) for name, _, arrow_type in TASK_COLUMNS])
+_BLAME_SPEEDUPS = (1.7, 3.6, math.inf)
+_CURVE_SPEEDUPS = (1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, math.inf)
 WHATIF_FACTORS: tuple[tuple[float, bool], ...] = tuple(
-    (factor, pessimistic)
-    for factor in (
-        1.7,
-        3.6,
-        math.inf,
-        1.0,
-        1.25,
-        1.5,
-        1.75,
-        2.0,
-        2.5,
-        3.0,
-        3.5,
-        4.0,
-        5.0,
-        6.0,
-        7.0,
-        8.0,
-        9.0,
-        10.0,
-        math.inf,
-    )
-    for pessimistic in (False, True)
+    (factor, pessimistic) for factor in (*_BLAME_SPEEDUPS, *_CURVE_SPEEDUPS) for pessimistic in (False, True)
 )
 """The what-if times a row of the store's ``tasks`` table keeps, as (inference speedup, pessimistic): the
 variants of ``analysis.pipeline.ROW_VARIANTS``, in order (a test holds them equal): blame's three
@@ -195,8 +175,8 @@ LINE_TOLERANCE = 1e-12
 A task's duration with inference sped up f times is convex in 1/f, and a line in it when the critical
 path's shape does not change with the speedup: most agent tasks, whose model calls follow one another.
 On the line, it is the inference limit (f = ∞) plus what remains of the rest, 1/f of it.  A kept
-what-if on its line is stored as null and read as the line, so that a row keeps about one what-if
-instead of 38.  The analysis puts what-ifs this close on their lines
+what-if on its line is stored as null and read as the line, so that such a row keeps its inference
+limits, not 38 what-ifs.  The analysis puts what-ifs this close on their lines
 (``analysis.whatif.on_lines``), so that what a row gives back is what the analysis made: the
 simulation's sums differ from the line's in the last bits."""
 _LIMITS = {pessimistic: WHATIF_FACTORS.index((math.inf, pessimistic)) for pessimistic in (False, True)}
