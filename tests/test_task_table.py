@@ -315,25 +315,29 @@ def test_a_version_2_store_written_by_the_previous_release_is_migrated_in_place(
     assert blame_store(shared) == _full(shared, None)
 
 
-STORE_V3 = Path(__file__).parent / "data" / "store-v3.duckdb.gz"
-"""A store as the release before the what-if columns wrote it (schema version 3): ``agentscope demo
---tasks 4`` (226 spans of 12 tasks), then blamed, so its task table is filled (each row's what-ifs a
-list)."""
+STORES_BEFORE = {
+    3: Path(__file__).parent / "data" / "store-v3.duckdb.gz",
+    4: Path(__file__).parent / "data" / "store-v4.duckdb.gz",
+}
+"""Stores as the releases before the what-if columns (schema version 3: each row's what-ifs a list) and
+before the what-ifs' lines (4: every what-if in its column) wrote them: ``agentscope demo --tasks 4``
+(226 and 257 spans of 12 tasks), then blamed, so their task tables are filled."""
 
 
-def test_a_version_3_store_keeps_its_task_rows_with_their_what_ifs_in_columns(tmp_path, monkeypatch):
+@pytest.mark.parametrize("version", sorted(STORES_BEFORE))
+def test_an_older_stores_task_rows_stay_with_their_what_ifs_on_their_lines(tmp_path, monkeypatch, version):
     """The rows move to the what-if columns, each what-if null on its line: the first answer after the
     migration analyses no trace, and the rows read back are the rows as they were, each what-if there or
     on its line within ``LINE_TOLERANCE``: the rows the current analysis makes of the same spans."""
-    path = tmp_path / "v3.duckdb"
-    path.write_bytes(gzip.decompress(STORE_V3.read_bytes()))
+    path = tmp_path / f"v{version}.duckdb"
+    path.write_bytes(gzip.decompress(STORES_BEFORE[version].read_bytes()))
     order = "ORDER BY trace_id, span_id"
     con = duckdb.connect(str(path), read_only=True)
-    before = con.sql(f"SELECT * FROM tasks {order}").to_arrow_table()
+    before = con.sql(f"SELECT {'*' if version == 3 else TASK_ROWS} FROM tasks {order}").to_arrow_table()
     con.close()
     assert before.num_rows == 12 and len(before.column("whatif_ns")[0]) == len(WHATIF_COLUMNS)
     with Store(path, read_only=True) as old:
-        assert old.version == 3
+        assert old.version == version
     fresh = tmp_path / "fresh.duckdb"
     shutil.copy(path, fresh)
     analysed = _spans_analysed(monkeypatch)
