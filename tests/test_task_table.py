@@ -315,6 +315,8 @@ def test_a_version_2_store_written_by_the_previous_release_is_migrated_in_place(
     assert blame_store(shared) == _full(shared, None)
 
 
+KEPT_WHATIFS = f"SELECT count({') + count('.join(WHATIF_COLUMNS)}) FROM tasks"
+"""The what-ifs the task table keeps (not null: off their lines, or a line's limit)."""
 STORES_BEFORE = {
     3: Path(__file__).parent / "data" / "store-v3.duckdb.gz",
     4: Path(__file__).parent / "data" / "store-v4.duckdb.gz",
@@ -352,7 +354,7 @@ def test_an_older_stores_task_rows_stay_with_their_what_ifs_on_their_lines(tmp_p
             ).fetchall()
         }
         after = migrated.con.sql(f"SELECT {TASK_ROWS} FROM tasks {order}").to_arrow_table()
-        kept = migrated.scalar(f"SELECT count({') + count('.join(WHATIF_COLUMNS)}) FROM tasks")
+        kept = migrated.scalar(KEPT_WHATIFS)
     assert kept <= 2 * after.num_rows  # the demo's tasks keep their inference limits, the rest on lines
     for old, new in zip(before.to_pylist(), after.to_pylist(), strict=True):
         was, now = old.pop("whatif_ns"), new.pop("whatif_ns")
@@ -394,22 +396,21 @@ def test_what_ifs_read_back_from_the_store_as_the_analysis_put_them(tasks):
     every value the analysis made, bit for bit."""
     durations = np.array([d for d, *_ in tasks], dtype=np.int64)
     made = np.empty((len(tasks), len(WHATIF_FACTORS)))
+    at_limit = {pessimistic: WHATIF_FACTORS.index((math.inf, pessimistic)) for pessimistic in (False, True)}
     for row, (d, at, above, ulps) in enumerate(tasks):
-        limits = {False: _moved(d * at, ulps[4]), True: _moved(d * at + (d - d * at) * above, ulps[5])}
+        limits = {
+            False: _moved(d * at, ulps[at_limit[False]]),
+            True: _moved(d * at + (d - d * at) * above, ulps[at_limit[True]]),
+        }
         for k, (factor, pessimistic) in enumerate(WHATIF_FACTORS):
-            if k in (4, 5):  # the limits themselves
+            if k in at_limit.values():  # the limits themselves
                 made[row, k] = limits[pessimistic]
             elif factor == math.inf:
                 made[row, k] = _moved(limits[pessimistic], ulps[k])
             else:
                 made[row, k] = _moved(limits[pessimistic] + (d - limits[pessimistic]) / factor, ulps[k])
     on_lines(made, durations, pipeline.ROW_VARIANTS)
-    rows = pa.table(
-        {
-            name: pa.nulls(len(tasks), field.type)
-            for name, field in zip(TASK_ARROW_SCHEMA.names, TASK_ARROW_SCHEMA)
-        }
-    )
+    rows = pa.table({field.name: pa.nulls(len(tasks), field.type) for field in TASK_ARROW_SCHEMA})
     for name, values in (("start_ns", np.arange(len(tasks))), ("duration_ns", durations)):
         rows = rows.set_column(rows.schema.get_field_index(name), name, pa.array(values))
     rows = rows.set_column(rows.schema.get_field_index("whatif_ns"), "whatif_ns", pa.array(made.tolist()))
@@ -419,7 +420,7 @@ def test_what_ifs_read_back_from_the_store_as_the_analysis_put_them(tasks):
     con.execute(f"{INSERT_TASK_ROWS} FROM agentscope_rows")
     read = con.sql(f"SELECT {whatif_list()} FROM tasks ORDER BY start_ns").fetchall()
     assert np.array([r for (r,) in read]).tobytes() == made.tobytes()
-    kept = con.execute(f"SELECT count({') + count('.join(WHATIF_COLUMNS)}) FROM tasks").fetchone()[0]
+    kept = con.execute(KEPT_WHATIFS).fetchone()[0]
     assert kept <= 2 * len(tasks) + sum(off is None for *_, ulps in tasks for off in ulps)  # limits, off ones
 
 
