@@ -68,8 +68,9 @@ def limits_missing(variants: Sequence[Mapping[str, float]]) -> list[dict[str, fl
     """The inference limits (``inference x∞``, optimistic or pessimistic) that :func:`on_lines` needs for
     ``variants`` and that they do not hold: to be simulated after them."""
     kinds = {inference_factor(v) for v in variants}
+    limit = Scenario("inference x∞", {"inference": math.inf})
     return [
-        {C.PREFILL: math.inf, C.DECODE: math.inf} if pessimistic else {"inference": math.inf}
+        dict(limit.pessimistic if pessimistic else limit.speedups)
         for pessimistic in (False, True)
         if any(kind is not None and kind[1] == pessimistic for kind in kinds)
         and (math.inf, pessimistic) not in kinds
