@@ -141,6 +141,34 @@ def test_an_ingest_of_json_lines_loads_no_pandas(tmp_path):
     assert "agentscope.ingest.otlp_duckdb" in loaded and "pandas" not in loaded
 
 
+def test_a_first_read_of_a_store_loads_no_pandas(tmp_path):
+    """A store's first read finds its task table empty: a query of no rows is a column of no chunks,
+    which pyarrow's ``combine_chunks`` builds from an empty Python list, importing pandas (0.15 s of
+    the read).  The later reads, from kept rows, must not either."""
+    from traces_fixtures import dumps, otlp_request, otlp_span, s
+
+    from agentscope.store import Store
+
+    spans = [otlp_span(f"{n:032x}", f"{n:016x}", None, "handle", 0, 9) for n in range(1, 4)]
+    spans += [
+        otlp_span(f"{n:032x}", f"{n:08x}{k:08x}", f"{n:016x}", "chat", k, k + 2, [s("gen_ai.system", "x")])
+        for n in range(1, 4)
+        for k in range(1, 4)
+    ]
+    traces = tmp_path / "traces.jsonl"
+    traces.write_text(dumps(otlp_request(spans)) + "\n")
+    store = tmp_path / "store.duckdb"
+    with Store(store) as kept:
+        assert ingest(kept, [traces]).stored == 12
+    read = (
+        "from agentscope.analysis.pipeline import blame_store\n"
+        "from agentscope.store.shared import SharedStore\n"
+        f"assert blame_store(SharedStore({str(store)!r}), workers=1)['tasks']['count'] == 3"
+    )
+    for _ in ("the first read, every trace analysed", "a read from kept rows"):
+        assert "pandas" not in _loaded_after(read)
+
+
 def test_init_imports_no_library_the_app_has_not_and_instruments_one_when_it_does(tmp_path):
     """``ags.init()`` switches every integration on without importing a library (post-import hooks) and
     leaves the store's modules to the first flush on the writer thread; an openai call made after the

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc
 
-from agentscope.store.arrays import int64_array, numbers
+from agentscope.store.arrays import int64_array, numbers, whole
 
 T = TypeVar("T")
 
@@ -92,7 +92,7 @@ def _arrow_column(column: Any) -> list[Any]:
 def _encoded(column: Any) -> tuple[Any, np.ndarray]:
     """The column's distinct values (null is one too) and each row's code, codes given in order of first
     appearance."""
-    encoded = pc.dictionary_encode(column.combine_chunks(), null_encoding="encode")
+    encoded = pc.dictionary_encode(whole(column), null_encoding="encode")
     return encoded.dictionary, numbers(encoded.indices)
 
 

@@ -43,7 +43,7 @@ from agentscope.analysis.tasks import (
 )
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
-from agentscope.store.arrays import numbers
+from agentscope.store.arrays import numbers, whole
 from agentscope.store.query import span_batches, trace_spans
 from agentscope.store.schema import INSERT_TASK_ROWS, SCHEMA_VERSION, TASK_ARROW_SCHEMA
 from agentscope.store.selection import Selection
@@ -337,12 +337,12 @@ class HeldRows:
 def _newest(held: Sequence[tuple[pa.Table, pa.Table]]) -> tuple[pa.Table, pa.Table]:
     """``(changed, rows)`` pairs, oldest first, as one pair: a trace analysed again keeps only its newest
     analysis' mark and rows."""
-    newer = pa.array([], pa.string())
+    newer = pa.nulls(0, pa.string())
     changed_parts, row_parts = [], []
     for changed, rows in reversed(held):
         changed_parts.append(_without(changed, newer))
         row_parts.append(_without(rows, newer))
-        newer = pa.concat_arrays([newer, changed.column("trace_id").combine_chunks()])
+        newer = pa.concat_arrays([newer, whole(changed.column("trace_id"))])
     changed = pa.concat_tables([part.select(["trace_id", "seq"]) for part in changed_parts])
     return changed, pa.concat_tables(row_parts)
 
@@ -480,8 +480,8 @@ def kept_rows(
     if kept.replaced is not None and previous is not None:  # the earlier rows, less the traces read again
         again = pa.concat_arrays(
             [
-                kept.changed.column("trace_id").combine_chunks(),
-                kept.replaced.column("trace_id").combine_chunks(),
+                whole(kept.changed.column("trace_id")),
+                whole(kept.replaced.column("trace_id")),
             ]
         )
         earlier = [_without(batch, again) for batch in previous.table.to_batches()]

@@ -25,12 +25,25 @@ _DTYPES = {
 _TYPECODES = {pa.int32(): "i", pa.int64(): "q", pa.float64(): "d"}
 
 
+def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column as one array: its one chunk as it is, several combined.  A column of no chunks (a query
+    that found no rows) is an empty array made here, since ``combine_chunks`` makes it of an empty
+    Python list, which imports pandas (a first read of the task table, still empty, paid 0.15 s)."""
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    if not column.num_chunks:
+        return pa.nulls(0, column.type)
+    return column.combine_chunks()
+
+
 def numbers(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The values of a numeric column without nulls (int32, int64, uint64 or float64), as NumPy.
 
     One chunk is read in place; several are combined first.
     """
-    array_ = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    array_ = whole(column)
     dtype = _DTYPES.get(array_.type)
     if dtype is None or array_.null_count:
         raise TypeError(f"not a numeric column without nulls: {array_.type}, {array_.null_count} nulls")
