@@ -172,7 +172,8 @@ def test_a_first_read_of_a_store_loads_no_pandas(tmp_path):
 def test_init_imports_no_library_the_app_has_not_and_instruments_one_when_it_does(tmp_path):
     """``ags.init()`` switches every integration on without importing a library (post-import hooks) and
     leaves the store's modules to the first flush on the writer thread; an openai call made after the
-    app imports openai is recorded."""
+    app imports openai is recorded.  Storing it imports no pandas (which ``pa.array`` of Python values
+    would): an app that records spans does not carry it."""
     from agentscope.sim.server import serve
     from agentscope.store import Store
 
@@ -188,11 +189,11 @@ import openai
 client = openai.OpenAI(base_url={base_url!r}, api_key="sim")
 client.chat.completions.create(model="m", messages=[{{"role": "user", "content": "hi"}}])
 ags.shutdown()
-print(json.dumps(before))
+print(json.dumps([before, "pandas" in sys.modules]))
 """
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == []
+    assert json.loads(done.stdout) == [[], False]
     with Store(store, read_only=True) as opened:
         (calls,) = opened.con.execute("SELECT count(*) FROM spans WHERE kind = 'llm'").fetchone()
     assert calls == 1

@@ -241,7 +241,11 @@ def test_columns_built_from_buffers_equal_arrow_s_own():
         ([[1.0, 2.5], [], [3]], pa.list_(pa.float64())),
         ([["checkout"], [], ["a", "b"]], pa.list_(pa.string())),
         ([], pa.string()),
-        ([1, None], pa.int64()),  # a null number: through pa.array
+        ([1, None], pa.int64()),  # null numbers, as the spans table's thread and CPU columns hold
+        ([None, None, 2**62, None, -5, 0, 1, 2, 3], pa.int64()),  # past one byte of validity bits
+        ([None, 2.5], pa.float64()),
+        ([[1.0, None], [None]], pa.list_(pa.float64())),
+        ([2**63], pa.uint64()),  # a type without a buffer path: through pa.array
     ]
     for values, arrow_type in cases:
         built = column(values, arrow_type)

@@ -81,13 +81,15 @@ def taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
 
 
 def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
-    """``values`` as an Arrow array of ``type``, built from buffers for what the task table holds:
-    32- and 64-bit integers and floats, booleans, strings (None is null) and lists of those.  Other
-    types, and values a buffer cannot take (a null number, a string past 2 GB), go through
-    ``pa.array``."""
+    """``values`` as an Arrow array of ``type``, built from buffers for what the task table and the
+    spans table hold: 32- and 64-bit integers and floats, booleans, strings (None is null in these)
+    and lists of those.  Other types, and values a buffer cannot take (a string past 2 GB, a number
+    out of range), go through ``pa.array``."""
     try:
         code = _TYPECODES.get(type)
         if code is not None:
+            if None in values:
+                return _numbers_with_nulls(values, type, code)
             return pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(array(code, values))])
         if type == pa.bool_():
             return pa.Array.from_buffers(type, len(values), [None, _bits(values)])
@@ -101,6 +103,13 @@ def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
     except (TypeError, AttributeError, OverflowError):
         pass
     return pa.array(values, type=type)
+
+
+def _numbers_with_nulls(values: Sequence[Any], type: pa.DataType, code: str) -> pa.Array:
+    valid = [value is not None for value in values]
+    data = array(code, [0 if value is None else value for value in values])
+    nulls = len(values) - sum(valid)
+    return pa.Array.from_buffers(type, len(values), [_bits(valid), pa.py_buffer(data)], nulls)
 
 
 def _strings(values: Sequence[str | None]) -> pa.Array:
