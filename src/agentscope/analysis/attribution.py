@@ -162,19 +162,23 @@ def union_ns(intervals: list[tuple[int, int]]) -> int:
 
 def _cpu_mix(trace: Trace, i: int) -> Mix:
     """cpu/other split of a task/agent/step's self time by its own CPU share."""
-    rows, cpus, threads = trace.rows, trace.batch["cpu_ns"], trace.batch["thread_id"]
-    cpu = cpus[rows[i]]
+    first, cpus, threads = trace.rows.start, trace.batch["cpu_ns"], trace.batch["thread_id"]
+    cpu = cpus[first + i]
     if cpu is None:
         return (("other", 1.0),)
-    s, e = trace.start[i], trace.end[i]
-    thread = threads[rows[i]]
-    children = trace.children[i]
+    start, end = trace.start, trace.end
+    s, e = start[i], end[i]
+    thread = threads[first + i]
     own_cpu = cpu
     intervals = []
-    for c in children:
-        if thread is not None and threads[rows[c]] == thread:
-            own_cpu -= cpus[rows[c]] or 0
-        cs, ce = max(trace.start[c], s), min(trace.end[c], e)
+    for c in trace.children[i]:  # locals and conditionals, not max() and min(): a step has many children
+        if thread is not None and threads[first + c] == thread:
+            own_cpu -= cpus[first + c] or 0
+        cs, ce = start[c], end[c]
+        if cs < s:
+            cs = s
+        if ce > e:
+            ce = e
         if ce > cs:
             intervals.append((cs, ce))
     self_ns = (e - s) - union_ns(intervals)
@@ -196,9 +200,13 @@ def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
     call itself did not fail — even when the successful attempt has no span of
     its own (the usual single 429: the SDK's retry is inside the call).
     """
-    failed = set()
+    failed: set[int] = set()
     status, attempts, codes = trace.batch["status"], trace.batch["attempt"], trace.batch["http_status"]
     rows, labels, kind, start, end = trace.rows, trace.label, trace.kind, trace.start, trace.end
+    if "ERROR" not in status[rows.start : rows.stop] and not any(  # most traces: no span ended in error
+        code >= 400 for code in filter(None, codes[rows.start : rows.stop])
+    ):
+        return failed
     for i in spans:
         kids = trace.children[i]
         if not kids:
@@ -236,12 +244,17 @@ def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
 def _own_time(trace: Trace, i: int) -> tuple[int, int]:
     """Span ``i``'s time not covered by its children, and how much of the children's
     time came before its first token (for LLM calls)."""
-    s, e = trace.start[i], trace.end[i]
-    intervals = [
-        (max(trace.start[c], s), min(trace.end[c], e))
-        for c in trace.children[i]
-        if min(trace.end[c], e) > max(trace.start[c], s)
-    ]
+    start, end = trace.start, trace.end
+    s, e = start[i], end[i]
+    intervals = []
+    for c in trace.children[i]:  # as in _cpu_mix: each child clipped to the span, with locals
+        cs, ce = start[c], end[c]
+        if cs < s:
+            cs = s
+        if ce > e:
+            ce = e
+        if ce > cs:
+            intervals.append((cs, ce))
     if not intervals:
         return e - s, 0
     ttft = trace.call("ttft_s", i)
