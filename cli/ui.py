@@ -40,7 +40,6 @@ from agentscope.analysis.pipeline import (
     latency_curve,
     row_picks,
     task_results,
-    writes_aside,
 )
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.report import nearest_rank, trace_report
@@ -142,8 +141,8 @@ class StoreView:
         last read's rows, brought up to date with what was kept and written since.  Its ``version`` is
         the store's content as read, in the same read, so an answer from them needs no other.
 
-        The rows of the traces analysed here are held back and written every few seconds
-        (``HeldRows``); within ``writes_aside``, while an answer is made from the rows."""
+        The rows of the traces analysed here are held back and written every few seconds, on a thread
+        of their own (``HeldRows``): no request waits for the write."""
         with self._lock:
             previous = self._rows.get(selection)
         every = range(len(ROW_VARIANTS))
@@ -163,9 +162,8 @@ class StoreView:
     ) -> Any:
         """``answer`` of the selection's current rows (:meth:`rows`), kept for the content they were read
         at."""
-        with writes_aside():
-            rows = self.rows(selection)
-            return self._remember(key, lambda: answer(rows.table), rows.version)
+        rows = self.rows(selection)
+        return self._remember(key, lambda: answer(rows.table), rows.version)
 
     def blame(self, selection: Selection, repair: bool, percentile: float) -> dict[str, Any] | None:
         """The blame document, from the task table's columns (``blame_store``)."""

@@ -595,10 +595,32 @@ def test_rows_held_back_are_written_when_due_each_trace_as_last_analysed(tmp_pat
     held.every_s = 0
     shared.insert(rows_to_table([r for r in rows if r[0] == traces[6]]))
     kept = pipeline.kept_rows(shared, every, previous=kept, held=held)
+    held.wait()  # the due write runs on a thread of its own
     assert _kept(shared.path) == (kept.table.num_rows, 7)
     with Store(shared.path, read_only=True) as store:
         assert store.scalar("SELECT count(*) FROM task_traces JOIN trace_writes USING (trace_id, seq)") == 7
     assert blame_store(shared) == _full(shared, None)
+
+
+def test_a_due_write_of_held_rows_does_not_hold_up_the_read_that_made_it_due(tmp_path, monkeypatch):
+    """The write of held rows waits for the store's lock behind the app's writes; the reader (a UI
+    request) returns its rows meanwhile, and the rows land when the write can be made."""
+    shared = SharedStore(tmp_path / "store.duckdb")
+    rows = _rows(4, 10)
+    shared.insert(rows_to_table(rows))
+    go, write_back = threading.Event(), pipeline._write_back
+
+    def slow_write(*args):
+        assert go.wait(30)
+        write_back(*args)
+
+    monkeypatch.setattr(pipeline, "_write_back", slow_write)
+    held = pipeline.HeldRows(every_s=0)
+    kept = pipeline.kept_rows(shared, range(len(pipeline.ROW_VARIANTS)), held=held)
+    assert kept.table.num_rows and _kept(shared.path) == (0, 0)  # answered; the write still waits
+    go.set()
+    held.wait()
+    assert _kept(shared.path) == (kept.table.num_rows, 4)
 
 
 def test_rows_held_back_of_traces_pruned_meanwhile_are_not_written(tmp_path):
@@ -615,6 +637,7 @@ def test_rows_held_back_of_traces_pruned_meanwhile_are_not_written(tmp_path):
     late = [r for r in rows if r[0] == traces[-1]][-1:]
     shared.insert(rows_to_table([(*late[0][:1], "f" * 16, *late[0][2:])]))  # a span more, a write due
     pipeline.kept_rows(shared, range(len(pipeline.ROW_VARIANTS)), previous=kept, held=held)
+    held.wait()
     with Store(shared.path, read_only=True) as store:
         assert (
             store.scalar(

@@ -326,6 +326,7 @@ def test_an_answer_reads_its_rows_and_their_version_at_once_and_is_current(tmp_p
     shared.insert(rows_to_table(_varied_trace(rnd, 1.7e12 + 7 * 5_000, 1)))
     opens.clear()
     blame = view.blame(Selection(), True, 95)
+    view._held.wait()  # the write runs on a thread of its own: the request did not wait for it
     assert opens == [True, False] and blame == full()
     con = duckdb.connect(str(shared.path), read_only=True)
     assert con.execute("SELECT count(*), count(DISTINCT trace_id) FROM task_traces").fetchone() == (8, 8)

@@ -301,37 +301,61 @@ class HeldRows:
 
     The rows matter only to other readers: this one keeps its own.  Writing them back at each read
     took the store's lock twice more and rewrote part of the task table each time: at ten million
-    spans while an app wrote, a UI refresh spent about a third of its time on it.  The holder writes
-    what it still holds as it stops (:meth:`write`); rows held when a process dies are analysed again
-    by the next reader."""
+    spans while an app wrote, a UI refresh spent about a third of its time on it.  A due write runs on
+    a thread of its own, which the read that made it due does not wait for: that read would otherwise
+    wait for the store's lock behind the app's writes, and then for the write (every fifth second, a
+    UI refresh took half as long again).  The holder writes what it still holds as it stops
+    (:meth:`write`); rows held when a process dies are analysed again by the next reader."""
 
     def __init__(self, every_s: float = HELD_ROWS_S) -> None:
         self.every_s = every_s
         self._held: list[tuple[pa.Table, pa.Table]] = []
         self._since = time.monotonic()
         self._lock = threading.Lock()
+        self._writing: threading.Thread | None = None
 
-    def add(self, changed: pa.Table, rows: pa.Table) -> tuple[pa.Table, pa.Table] | None:
-        """Hold the rows of freshly analysed traces (``changed``: their trace_id and seq, as read); every
-        row held, as ``(changed, rows)`` for :func:`write_rows`, once a write is due."""
+    def add(self, shared: SharedStore, changed: pa.Table, rows: pa.Table) -> None:
+        """Hold the rows of freshly analysed traces (``changed``: their trace_id and seq, as read); once a
+        write is due, start writing every row held to ``shared``."""
         with self._lock:
             self._held.append((changed, rows))
             if time.monotonic() - self._since < self.every_s:
-                return None
-            held = self._taken()
-        return _newest(held)
+                return
+            held, earlier = self._taken(), self._writing
+            self._writing = threading.Thread(
+                target=_write_held, args=(shared, held, earlier), name="agentscope-held-rows"
+            )
+            self._writing.start()
+
+    def wait(self) -> None:
+        """Until the write under way, if any, has ended."""
+        with self._lock:
+            writing = self._writing
+        if writing is not None:
+            writing.join()
 
     def write(self, shared: SharedStore) -> None:
-        """Write every row held now, due or not (a holder that stops), as a due write is written."""
+        """Write every row held now, due or not (a holder that stops), after the write under way."""
+        self.wait()
         with self._lock:
             held = self._taken()
         if held:
-            _write_back(shared, *_newest(held))
+            _write_held(shared, held)
 
     def _taken(self) -> list[tuple[pa.Table, pa.Table]]:
         """Every held pair, no longer held (called with the lock)."""
         held, self._held, self._since = self._held, [], time.monotonic()
         return held
+
+
+def _write_held(
+    shared: SharedStore, held: Sequence[tuple[pa.Table, pa.Table]], earlier: threading.Thread | None = None
+) -> None:
+    """Write the ``held`` pairs as one, after the ``earlier`` write (so a trace's rows land in the order
+    they were analysed)."""
+    if earlier is not None:
+        earlier.join()
+    _write_back(shared, *_newest(held))
 
 
 def _newest(held: Sequence[tuple[pa.Table, pa.Table]]) -> tuple[pa.Table, pa.Table]:
@@ -415,7 +439,8 @@ def kept_rows(
     selection and ``columns``) where it can be: only the rows kept since and the traces written since
     are read, so a reader that asks again and again while the app writes (the UI) does not read every
     row each time.  Every row is read again after a write that deleted traces.  New rows are written
-    back when ``held`` says so, if given (:class:`HeldRows`), else at once.  ``window_at`` is for a
+    back by ``held`` when due, if given (:class:`HeldRows`, on its own thread), else at once (within
+    :func:`writes_aside`, beside the caller's work).  ``window_at`` is for a
     reader without ``previous``."""
     picks = list(picks)
     since = previous.seq if previous is not None else None
@@ -456,15 +481,14 @@ def kept_rows(
                 fresh = analysed_rows(span_batches(store, traces=kept.changed, spans=spans), workers)
                 kept = kept._replace(services=services.result())
     fresh = with_services(fresh, kept.services)
-    due = None
-    if len(kept.changed):
-        due = (kept.changed, fresh) if held is None else held.add(kept.changed, fresh)
-    if due is not None:
+    if len(kept.changed) and held is not None:
+        held.add(shared, kept.changed, fresh)
+    elif len(kept.changed):
         aside = _WRITES_ASIDE.get()
         if aside is None:
-            _write_back(shared, *due)
+            _write_back(shared, kept.changed, fresh)
         else:
-            writer = threading.Thread(target=_write_back, args=(shared, *due))
+            writer = threading.Thread(target=_write_back, args=(shared, kept.changed, fresh))
             writer.start()
             aside.append(writer)
     every = _every_whatif(picks)
