@@ -303,8 +303,8 @@ class HeldRows:
     took the store's lock twice more and rewrote part of the task table each time: at ten million
     spans while an app wrote, a UI refresh spent about a third of its time on it.  A due write runs on
     a thread of its own, which the read that made it due does not wait for: that read would otherwise
-    wait for the store's lock behind the app's writes, and then for the write (every fifth second, a
-    UI refresh took half as long again).  The holder writes what it still holds as it stops
+    wait for the store's lock behind the app's writes (up to ``ROW_WRITE_WAIT_S``), and then for the
+    write.  The holder writes what it still holds as it stops
     (:meth:`write`); rows held when a process dies are analysed again by the next reader."""
 
     def __init__(self, every_s: float = HELD_ROWS_S) -> None:
