@@ -227,6 +227,22 @@ def test_numeric_columns_read_through_their_buffers_match_their_values():
             numbers(column)
 
 
+def test_a_column_as_one_array_whatever_its_chunks():
+    """``whole``: no chunks (a query of no rows) an empty array of the column's type, one chunk that
+    chunk, several their values in order."""
+    import pyarrow as pa
+
+    from agentscope.store.arrays import whole
+
+    empty = whole(pa.chunked_array([], pa.string()))
+    assert empty.type == pa.string() and len(empty) == 0
+    one = pa.chunked_array([pa.array([1, 2])])
+    assert whole(one).equals(one.chunk(0))
+    several = pa.chunked_array([pa.array([1, 2]), pa.array([], pa.int64()), pa.array([3])])
+    assert whole(several).to_pylist() == [1, 2, 3]
+    assert whole(pa.array([4])).to_pylist() == [4]
+
+
 def test_columns_built_from_buffers_equal_arrow_s_own():
     import pyarrow as pa
 
