@@ -13,7 +13,8 @@ times; the table gives each one's median and its ratio to the first tree's.  Wit
 the installed package is timed.
 
 A store of rich spans: ``incremental.py --traces 50000 --repeat 1 --ui-seconds 0 --work DIR``
-keeps one as ``DIR/rich-50000.duckdb``.
+keeps one as ``DIR/rich-50000.duckdb``; ``sdk_store.py --out STORE`` writes one of the spans
+agentscope's own SDK records (CPU times on every step, server timings, retries).
 """
 
 from __future__ import annotations
