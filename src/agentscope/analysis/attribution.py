@@ -160,20 +160,14 @@ def union_ns(intervals: list[tuple[int, int]]) -> int:
     return covered
 
 
-def _cpu_mix(trace: Trace, i: int) -> Mix:
-    """cpu/other split of a task/agent/step's self time by its own CPU share."""
-    first, cpus, threads = trace.rows.start, trace.batch["cpu_ns"], trace.batch["thread_id"]
-    cpu = cpus[first + i]
-    if cpu is None:
-        return (("other", 1.0),)
+def _children_within(trace: Trace, i: int) -> list[tuple[int, int]]:
+    """Span ``i``'s children clipped to it, those left with any time: (start, end) each.  In locals and
+    conditionals, not ``max()`` and ``min()``: the cpu/other split of every step and the own time of
+    every call ask, and they have many children."""
     start, end = trace.start, trace.end
     s, e = start[i], end[i]
-    thread = threads[first + i]
-    own_cpu = cpu
     intervals = []
-    for c in trace.children[i]:  # locals and conditionals, not max() and min(): a step has many children
-        if thread is not None and threads[first + c] == thread:
-            own_cpu -= cpus[first + c] or 0
+    for c in trace.children[i]:
         cs, ce = start[c], end[c]
         if cs < s:
             cs = s
@@ -181,7 +175,22 @@ def _cpu_mix(trace: Trace, i: int) -> Mix:
             ce = e
         if ce > cs:
             intervals.append((cs, ce))
-    self_ns = (e - s) - union_ns(intervals)
+    return intervals
+
+
+def _cpu_mix(trace: Trace, i: int) -> Mix:
+    """cpu/other split of a task/agent/step's self time by its own CPU share."""
+    first, cpus, threads = trace.rows.start, trace.batch["cpu_ns"], trace.batch["thread_id"]
+    cpu = cpus[first + i]
+    if cpu is None:
+        return (("other", 1.0),)
+    thread = threads[first + i]
+    own_cpu = cpu
+    if thread is not None:
+        for c in trace.children[i]:
+            if threads[first + c] == thread:
+                own_cpu -= cpus[first + c] or 0
+    self_ns = trace.end[i] - trace.start[i] - union_ns(_children_within(trace, i))
     if self_ns <= 0 or own_cpu <= 0:
         return (("other", 1.0),)
     share = min(1.0, own_cpu / self_ns)
@@ -244,17 +253,8 @@ def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
 def _own_time(trace: Trace, i: int) -> tuple[int, int]:
     """Span ``i``'s time not covered by its children, and how much of the children's
     time came before its first token (for LLM calls)."""
-    start, end = trace.start, trace.end
-    s, e = start[i], end[i]
-    intervals = []
-    for c in trace.children[i]:  # as in _cpu_mix: each child clipped to the span, with locals
-        cs, ce = start[c], end[c]
-        if cs < s:
-            cs = s
-        if ce > e:
-            ce = e
-        if ce > cs:
-            intervals.append((cs, ce))
+    s, e = trace.start[i], trace.end[i]
+    intervals = _children_within(trace, i)
     if not intervals:
         return e - s, 0
     ttft = trace.call("ttft_s", i)
