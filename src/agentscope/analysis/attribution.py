@@ -213,8 +213,8 @@ def failed_attempts(trace: Trace, spans: Sequence[int]) -> set[int]:
     status, attempts, codes = trace.batch["status"], trace.batch["attempt"], trace.batch["http_status"]
     rows, labels, kind, start, end = trace.rows, trace.label, trace.kind, trace.start, trace.end
     # Most traces have no span that ended in error: told by scans of their rows, before any walk.
-    errors = "ERROR" in status[rows.start : rows.stop]
-    if not errors and not any(code >= 400 for code in filter(None, codes[rows.start : rows.stop])):
+    any_error = "ERROR" in status[rows.start : rows.stop]
+    if not any_error and not any(code >= 400 for code in filter(None, codes[rows.start : rows.stop])):
         return failed
     for i in spans:
         kids = trace.children[i]

@@ -481,16 +481,9 @@ def kept_rows(
                 fresh = analysed_rows(span_batches(store, traces=kept.changed, spans=spans), workers)
                 kept = kept._replace(services=services.result())
     fresh = with_services(fresh, kept.services)
-    if len(kept.changed) and held is not None:
-        held.add(shared, kept.changed, fresh)
-    elif len(kept.changed):
-        aside = _WRITES_ASIDE.get()
-        if aside is None:
-            _write_back(shared, kept.changed, fresh)
-        else:
-            writer = threading.Thread(target=_write_back, args=(shared, kept.changed, fresh))
-            writer.start()
-            aside.append(writer)
+    if len(kept.changed):
+        keep = _write_aside if held is None else held.add
+        keep(shared, kept.changed, fresh)
     every = _every_whatif(picks)
     if not fresh.num_rows or (not selection and every):
         selected = fresh
@@ -606,6 +599,17 @@ def _read_kept(store: Store, reading: _Reading, live: bool, since: int | None = 
         return _Kept(changed, rows, None, None, version, replaced)  # services read with the spans
     batches = list(span_batches(store, traces=changed, spans=spans))
     return _Kept(changed, rows, trace_services(store, changed), batches, version, replaced)
+
+
+def _write_aside(shared: SharedStore, changed: pa.Table, rows: pa.Table) -> None:
+    """:func:`_write_back` at once, or on a thread beside the caller's work within :func:`writes_aside`."""
+    aside = _WRITES_ASIDE.get()
+    if aside is None:
+        _write_back(shared, changed, rows)
+        return
+    writer = threading.Thread(target=_write_back, args=(shared, changed, rows))
+    writer.start()
+    aside.append(writer)
 
 
 def _write_back(shared: SharedStore, changed: pa.Table, rows: pa.Table) -> None:

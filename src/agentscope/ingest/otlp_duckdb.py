@@ -640,7 +640,7 @@ def _untaken(table: pa.Table, numbers: list[int]) -> set[int]:
         repeated = repeated.filter(pc.greater(repeated.column("line_count"), 1))
         if repeated.num_rows:
             twice = pc.is_in(table.column("span_id"), value_set=repeated.column("span_id"))
-            bad = pa.concat_arrays([bad.combine_chunks(), pc.filter(line, twice).combine_chunks()])
+            bad = pa.concat_arrays([arrays.whole(bad), arrays.whole(pc.filter(line, twice))])
     untaken = set(pc.unique(bad).to_pylist())
     with_spans = set(pc.unique(line).to_pylist())
     if len(with_spans) < len(numbers):
