@@ -43,13 +43,12 @@ def build_sdk_store(path: Path, spans: int) -> int:
         demo = Path(scratch) / "demo.duckdb"
         command = [sys.executable, "-m", "agentscope.cli", "demo", "--tasks", "20", "--store", str(demo)]
         subprocess.run(command, check=True, capture_output=True)
-        source = duckdb.connect(str(demo), read_only=True)
-        extent = "SELECT count(*), min(start_ns), max(end_ns) FROM spans"
-        ((count, first, last),) = source.execute(extent).fetchall()
-        width = last - first + 1_000_000_000
-        columns = ", ".join(f"{_copied(name, width)} AS {name}" for name in COLUMN_NAMES)
-        copies = max(1, spans // count)
-        with Store(path) as store:
+        with duckdb.connect(str(demo), read_only=True) as source, Store(path) as store:
+            extent = "SELECT count(*), min(start_ns), max(end_ns) FROM spans"
+            ((count, first, last),) = source.execute(extent).fetchall()
+            width = last - first + 1_000_000_000
+            columns = ", ".join(f"{_copied(name, width)} AS {name}" for name in COLUMN_NAMES)
+            copies = max(1, spans // count)
             for at in range(0, copies, COPIES_A_STATEMENT):
                 upto = min(copies, at + COPIES_A_STATEMENT)
                 sql = f"SELECT {columns} FROM spans, range({at}, {upto}) r(k) ORDER BY k, rowid"
