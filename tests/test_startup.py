@@ -199,6 +199,32 @@ print(json.dumps([before, "pandas" in sys.modules]))
     assert calls == 1
 
 
+def test_spans_are_recorded_without_numpy(tmp_path):
+    """The recording install (``pip install .``) has no NumPy, and pyarrow runs without it: the SDK's
+    writer thread builds its batches from buffers (``store.columns``).  Here NumPy is made unimportable
+    in the app's process, as it is in that install."""
+    store = tmp_path / "no-numpy.duckdb"
+    code = f"""
+import sys
+sys.modules["numpy"] = None
+import agentscope as ags
+ags.init(service_name="no-numpy", store={str(store)!r})
+@ags.task
+def work():
+    with ags.span("plan", kind="tool"):
+        return 1
+work()
+ags.shutdown()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    from agentscope.store import Store
+
+    with Store(store, read_only=True) as opened:
+        names = sorted(name for (name,) in opened.con.execute("SELECT name FROM spans").fetchall())
+    assert names == ["plan", "work"]
+
+
 def test_the_console_script_keeps_what_its_imports_made_from_the_collector():
     """The app's imports run with the collector paused and what they made is frozen, so the command's
     collections and the one at exit skip it; the collector is on again for the command."""

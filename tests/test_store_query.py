@@ -246,13 +246,15 @@ def test_a_column_as_one_array_whatever_its_chunks():
 def test_columns_built_from_buffers_equal_arrow_s_own():
     import pyarrow as pa
 
-    from agentscope.store.arrays import column
+    from agentscope.store.columns import column
 
     cases = [
         ([3, -1, 2**40], pa.int64()),
         ([7, 0], pa.int32()),
         ([1.5, float("inf"), 0], pa.float64()),
         ([True, False, True] * 5, pa.bool_()),
+        ([True, None, False], pa.bool_()),  # a null among booleans stays null, through pa.array
+        ([False] * 8 + [True], pa.bool_()),  # the last flag alone in a second byte
         (["é", None, "", "trace"], pa.string()),
         ([[1.0, 2.5], [], [3]], pa.list_(pa.float64())),
         ([["checkout"], [], ["a", "b"]], pa.list_(pa.string())),

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentscope.analysis.tasks import RESULT_FIELDS, TaskResult, analyze, collector_paused
-from agentscope.store.arrays import column
+from agentscope.store.columns import column
 from agentscope.store.schema import TASK_ARROW_SCHEMA
 
 SCALARS = (
@@ -60,7 +60,7 @@ def operations_of(texts: pa.Array | pa.ChunkedArray) -> list[dict[str, list[Any]
 def results_table(results: Sequence[TaskResult], services: Sequence[list[str]] | None = None) -> pa.Table:
     """The results as rows of the store's ``tasks`` table; ``services[i]`` are the services of the
     trace of ``results[i]`` (what ``--service`` selects on), or every row's are null (see
-    :func:`with_services`).  Built from buffers (``store.arrays``): ``pa.table`` of Python lists would
+    :func:`with_services`).  Built from buffers (``store.columns``): ``pa.table`` of Python lists would
     import pandas, a fifth of a second of a reader's answer."""
     frame = columns_of(results)
     if services is not None:

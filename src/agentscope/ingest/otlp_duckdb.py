@@ -63,7 +63,7 @@ from agentscope.classify import (
 )
 from agentscope.ingest.otlp import SPAN_KINDS, STATUS
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES
-from agentscope.store import arrays
+from agentscope.store import arrays, columns
 from agentscope.store.schema import ARROW_SCHEMA, COLUMN_NAMES
 from agentscope.store.store import connect, is_interrupt
 
@@ -596,7 +596,7 @@ def _taken(item: _Fed, table: pa.Table) -> Parsed:
     untaken = _untaken(table, item.numbers)
     if untaken:  # a filter copies every column, so a block whose lines are all taken skips it
         table = table.filter(
-            pc.invert(pc.is_in(table.column("line"), value_set=arrays.column(sorted(untaken), pa.int64())))
+            pc.invert(pc.is_in(table.column("line"), value_set=columns.column(sorted(untaken), pa.int64())))
         )
     rows = table.select(list(COLUMN_NAMES)).cast(ARROW_SCHEMA)
     return Parsed(
@@ -659,7 +659,7 @@ def _lines_table(numbers: list[int], texts: list[bytes], joined: bytes) -> pa.Ta
     offsets.extend(accumulate(map(len, texts)))
     text = pa.LargeStringArray.from_buffers(len(texts), pa.py_buffer(offsets), pa.py_buffer(joined))
     text.validate(full=True)
-    table = pa.table({"line": arrays.column(numbers, pa.int64()), "text": text})
+    table = pa.table({"line": columns.column(numbers, pa.int64()), "text": text})
     per_batch = max(1, len(texts) * BATCH_BYTES // max(1, offsets[-1]))
     if per_batch * SHORT_LINES_MAX_BATCHES >= VECTOR_ROWS:
         per_batch = max(per_batch, VECTOR_ROWS)

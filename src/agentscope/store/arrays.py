@@ -1,16 +1,15 @@
-"""Arrow columns read as NumPy arrays, and made from Python lists, through their buffers.
+"""Arrow columns read as NumPy arrays through their buffers.
 
 pyarrow imports pandas (0.2–0.4 s) the first time a column is converted to or from NumPy or a Python
 sequence (``to_numpy``, ``pa.array``, ``take`` of a list): a reader that answers from the task table
 in well under a second cannot pay that, nor can a worker.  A numeric column without nulls is its
-values buffer, a string column its offsets and bytes, so these read and make such columns in place.
+values buffer, so these read such columns in place.  Columns made from Python values are
+``store.columns``'s, which needs no NumPy.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Sequence
-from itertools import accumulate, chain, pairwise
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,6 @@ _DTYPES = {
     pa.uint64(): np.uint64,
     pa.float64(): np.float64,
 }
-_TYPECODES = {pa.int32(): "i", pa.int64(): "q", pa.float64(): "d"}
 
 
 def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -78,51 +76,3 @@ def taken(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
     back = np.empty_like(by_chunk)
     back[by_chunk] = np.arange(len(by_chunk))
     return pa.concat_arrays(parts).take(int64_array(back))
-
-
-def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
-    """``values`` as an Arrow array of ``type``, built from buffers for what the task table and the
-    spans table hold: 32- and 64-bit integers and floats, booleans, strings (None is null in these)
-    and lists of those.  Other types, and values a buffer cannot take (a string past 2 GB, a number
-    out of range), go through ``pa.array``."""
-    try:
-        code = _TYPECODES.get(type)
-        if code is not None:
-            if None in values:
-                return _numbers_with_nulls(values, type, code)
-            return pa.Array.from_buffers(type, len(values), [None, pa.py_buffer(array(code, values))])
-        if type == pa.bool_():
-            return pa.Array.from_buffers(type, len(values), [None, _bits(values)])
-        if type == pa.string():
-            return _strings(values)
-        if pa.types.is_list(type):
-            offsets = array("i", [0])
-            offsets.extend(accumulate(map(len, values)))
-            flat = column(list(chain.from_iterable(values)), type.value_type)
-            return pa.ListArray.from_arrays(column(offsets, pa.int32()), flat)
-    except (TypeError, AttributeError, OverflowError):
-        pass
-    return pa.array(values, type=type)
-
-
-def _numbers_with_nulls(values: Sequence[Any], type: pa.DataType, code: str) -> pa.Array:
-    valid = [value is not None for value in values]
-    data = array(code, [0 if value is None else value for value in values])
-    nulls = len(values) - sum(valid)
-    return pa.Array.from_buffers(type, len(values), [_bits(valid), pa.py_buffer(data)], nulls)
-
-
-def _strings(values: Sequence[str | None]) -> pa.Array:
-    encoded = [b"" if value is None else value.encode() for value in values]
-    offsets = array("i", [0])
-    offsets.extend(accumulate(map(len, encoded)))
-    nulls = sum(value is None for value in values)
-    valid = _bits([value is not None for value in values]) if nulls else None
-    data = pa.py_buffer(b"".join(encoded))
-    return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), data, valid, nulls)
-
-
-def _bits(flags: Sequence[Any]) -> pa.Buffer:
-    """Arrow's bit-packed booleans (least significant bit first)."""
-    packed = np.packbits(np.fromiter(flags, dtype=bool, count=len(flags)), bitorder="little")
-    return pa.py_buffer(packed)

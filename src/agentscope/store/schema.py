@@ -24,7 +24,7 @@ import orjson
 import pyarrow as pa
 
 from agentscope import attributes as A
-from agentscope.store.arrays import column
+from agentscope.store.columns import column
 
 SCHEMA_VERSION = 5
 """1: spans and meta.  2: the task table (``trace_writes``, ``task_traces``, ``tasks``).  3: the typed
@@ -278,7 +278,7 @@ DDL = (
 
 def rows_to_table(rows: list[tuple]) -> pa.Table:
     """An Arrow batch of ``spans`` rows (tuples in COLUMNS order), built from buffers
-    (``store.arrays.column``): ``pa.array`` of Python values imports pandas, which an app recording
+    (``store.columns.column``): ``pa.array`` of Python values imports pandas, which an app recording
     spans would then carry (about 50 MB and a third of a CPU-second on its writer thread)."""
     columns = list(zip(*rows, strict=True)) if rows else [[] for _ in COLUMNS]
     return pa.Table.from_arrays(

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from agentscope import attributes as A
-from agentscope.store.arrays import column
+from agentscope.store.columns import column
 from agentscope.store.query import IN_REGISTERED, PROBE_SERVICE, registered, span_count
 from agentscope.store.schema import INSERT_TASK_ROWS, TASK_ARROW_SCHEMA, whatif_list
 from agentscope.store.selection import Selection
