@@ -45,20 +45,25 @@ def column(values: Sequence[Any], type: pa.DataType) -> pa.Array:
 
 
 def _numbers_with_nulls(values: Sequence[Any], type: pa.DataType, code: str) -> pa.Array:
-    valid = [value is not None for value in values]
     data = array(code, [0 if value is None else value for value in values])
-    nulls = len(values) - sum(valid)
-    return pa.Array.from_buffers(type, len(values), [_bits(valid), pa.py_buffer(data)], nulls)
+    valid, nulls = _validity(values)
+    return pa.Array.from_buffers(type, len(values), [valid, pa.py_buffer(data)], nulls)
 
 
 def _strings(values: Sequence[str | None]) -> pa.Array:
     encoded = [b"" if value is None else value.encode() for value in values]
     offsets = array("i", [0])
     offsets.extend(accumulate(map(len, encoded)))
-    nulls = sum(value is None for value in values)
-    valid = _bits([value is not None for value in values]) if nulls else None
+    valid, nulls = _validity(values)
     data = pa.py_buffer(b"".join(encoded))
     return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), data, valid, nulls)
+
+
+def _validity(values: Sequence[Any]) -> tuple[pa.Buffer | None, int]:
+    """Where ``values`` are not None, as Arrow's validity bits (none when every value is), and how
+    many are None."""
+    nulls = values.count(None)
+    return (_bits([value is not None for value in values]) if nulls else None), nulls
 
 
 def _bits(flags: Sequence[bool]) -> pa.Buffer:
