@@ -11,11 +11,12 @@ import ipaddress
 import json
 import math
 import os
+import socket
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from agentscope.cli.budget_markdown import budget_markdown
@@ -225,11 +226,23 @@ def targets_for(names: list[str]) -> list[CandidateProfile]:
         raise UsageProblem(str(exc)) from None
 
 
+@contextmanager
+def output_file(output: Path) -> Iterator[TextIO]:
+    """``output`` open for writing text; a path that cannot be written is the user's to fix (a missing
+    folder, no permission, a full disk), said in one line rather than as an internal error."""
+    try:
+        with output.open("w", encoding="utf-8") as handle:
+            yield handle
+    except OSError as exc:
+        raise fail(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
 def emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        output.write_text(text, encoding="utf-8")
+        with output_file(output) as handle:
+            handle.write(text)
 
 
 def emit_report(
@@ -245,7 +258,7 @@ def emit_report(
     elif fmt == "markdown":
         emit(markdown(document), output)
     elif output is not None:
-        with output.open("w", encoding="utf-8") as handle:
+        with output_file(output) as handle:
             page(document, Console(file=handle, width=120))
     else:
         page(document, Console())
@@ -423,12 +436,49 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+@contextmanager
+def bound_socket(host: str, port: int) -> Iterator[socket.socket]:
+    """A TCP socket listening on ``host:port`` for a server, closed after it: a port in use or an address
+    this machine does not have is one line before any banner, where uvicorn would log it and exit 3."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    with sock:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            sock.bind(address)
+            sock.listen()  # from here a client that read the banner queues, not refused, till the server runs
+        except OSError as exc:
+            raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        yield sock
+
+
+def _url(host: str, sock: socket.socket) -> str:
+    """The server's address as a browser or an exporter takes it, with the port the system gave
+    (``--port 0``)."""
+    shown = f"[{host.strip('[]')}]" if ":" in host else host
+    return f"http://{shown}:{sock.getsockname()[1]}"
+
+
+def run_server(asgi: Any, sock: socket.socket) -> None:
+    """Serve ``asgi`` on a listening socket until Ctrl-C, the way a server is stopped: uvicorn raises the
+    signal again once it has shut down, which ends the server here, not the command."""
+    import uvicorn
+
+    with suppress(KeyboardInterrupt):
+        uvicorn.Server(uvicorn.Config(asgi, log_level="warning")).run(sockets=[sock])
+
+
 @app.command()
 def serve(
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback by default).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port (4318 is OTLP/HTTP's).")] = 4318,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (4318 is OTLP/HTTP's).")] = 4318,
     store: StoreOption = None,
     max_body: Annotated[
         int, typer.Option("--max-body", help="Largest accepted request body, bytes (after gzip).")
@@ -450,8 +500,6 @@ def serve(
 ) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces, protobuf or JSON) into the store."""
     require("serve", "agentscope serve")
-    import uvicorn
-
     from agentscope.ingest.receiver import Receiver
 
     if not is_loopback(host) and not token:
@@ -462,22 +510,23 @@ def serve(
     target = store if store is not None else Path(default_store_path())
     try:
         retain_ns = parse_duration(retain, "--retain") if retain else None
-        receiver = Receiver(
-            target, max_body=max_body, token=token or None, keep_content=keep_content, retain_ns=retain_ns
-        )
-    except (StoreError, SelectionError) as exc:
+    except SelectionError as exc:
         raise fail(str(exc)) from None
-    console = Console(stderr=True)
-    guarded = " (bearer token required)" if token else ""
-    console.print(
-        f"receiving OTLP/HTTP traces on http://{host}:{port}/v1/traces into {target}{guarded} (Ctrl-C stops)"
-    )
-    try:
-        uvicorn.run(receiver.app, host=host, port=port, log_level="warning")
-    except (OSError, SystemExit) as exc:
-        raise fail(f"cannot listen on {host}:{port}: {exc}") from None
-    finally:
-        receiver.close()
+    with bound_socket(host, port) as sock:
+        try:
+            receiver = Receiver(
+                target, max_body=max_body, token=token or None, keep_content=keep_content, retain_ns=retain_ns
+            )
+        except StoreError as exc:
+            raise fail(str(exc)) from None
+        console = Console(stderr=True)
+        guarded = " (bearer token required)" if token else ""
+        url = f"{_url(host, sock)}/v1/traces"
+        console.print(f"receiving OTLP/HTTP traces on {url} into {target}{guarded} (Ctrl-C stops)")
+        try:
+            run_server(receiver.app, sock)
+        finally:
+            receiver.close()
     spilled = f"; {receiver.writer.spilled:,} spooled for the next writer" if receiver.writer.spilled else ""
     pruned = f"; {receiver.writer.pruned_traces:,} old traces pruned" if receiver.writer.pruned_traces else ""
     console.print(f"stopped; {receiver.received:,} spans received{spilled}{pruned}")
@@ -660,7 +709,8 @@ def budget(
     else:
         from agentscope.cli.budget_html import budget_html  # plotly: slow to import, only for HTML
 
-        output.write_text(budget_html(document), encoding="utf-8")
+        with output_file(output) as handle:
+            handle.write(budget_html(document))
         Console(stderr=True).print(f"wrote {output}")
 
 
@@ -775,7 +825,7 @@ def ui(
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (loopback by default).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port.")] = 8765,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port.")] = 8765,
     target: Annotated[
         list[str] | None,
         typer.Option(
@@ -786,7 +836,6 @@ def ui(
 ) -> None:
     """A local web UI over the store: overview, tasks, waterfalls with the critical path, budget."""
     require("ui", "agentscope ui")
-    import uvicorn
     from agentscope.cli.ui import create_app
 
     try:
@@ -795,23 +844,20 @@ def ui(
         raise fail(str(exc)) from None
     target_path = store if store is not None else Path(default_store_path())
     console = Console(stderr=True)
-    if not is_loopback(host):
-        console.print(
-            f"[yellow]warning:[/yellow] --host {host} is reachable from other machines and the UI has no "
-            "login: anyone who reaches it can read these traces",
-            highlight=False,
-        )
-    if not target_path.exists():
-        console.print(
-            f"[yellow]note:[/yellow] {target_path} does not exist yet; the pages fill in once it does"
-        )
-    console.print(
-        f"agentscope UI on http://{host}:{port}/ over {target_path} (Ctrl-C stops)", highlight=False
-    )
-    try:
-        uvicorn.run(create_app(target_path, candidates), host=host, port=port, log_level="warning")
-    except (OSError, SystemExit) as exc:
-        raise fail(f"cannot listen on {host}:{port}: {exc}") from None
+    with bound_socket(host, port) as sock:
+        if not is_loopback(host):
+            console.print(
+                f"[yellow]warning:[/yellow] --host {host} is reachable from other machines and the UI has no "
+                "login: anyone who reaches it can read these traces",
+                highlight=False,
+            )
+        if not target_path.exists():
+            console.print(
+                f"[yellow]note:[/yellow] {target_path} does not exist yet; the pages fill in once it does"
+            )
+        url = f"{_url(host, sock)}/"
+        console.print(f"agentscope UI on {url} over {target_path} (Ctrl-C stops)", highlight=False)
+        run_server(create_app(target_path, candidates), sock)
 
 
 @app.command()
@@ -916,8 +962,9 @@ def probe(
         name or f"{model.replace('/', '-')}-measured", model, measured, base_url, concurrency
     )
     path = output or Path(f"{fitted.name}.toml")
-    path.write_text(fitted.to_toml(), encoding="utf-8")
-    Console().print(probe_table(fitted, measured))
+    Console().print(probe_table(fitted, measured))  # on screen first: a path that fails loses no figure
+    with output_file(path) as handle:
+        handle.write(fitted.to_toml())
     console.print(f"wrote {path}; use it with: agentscope blame --target {path}", highlight=False)
 
 

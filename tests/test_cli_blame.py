@@ -222,6 +222,45 @@ def test_errors_are_messages_with_exit_codes(store_path, args, code, message):
     assert "Traceback" not in result.stderr + result.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["blame", "--format", "json", "--output", "{missing}/b.json"], "cannot write {missing}/b.json"),
+        (["blame", "--output", "{missing}/blame.txt"], "cannot write {missing}/blame.txt"),
+        (["budget", "--format", "html", "--output", "{missing}/b.html"], "cannot write {missing}/b.html"),
+        (["compare", "{store}", "{store}", "--output", "{tmp}"], f"cannot write {{tmp}}: {os.strerror(21)}"),
+        (["export", "--out", "{file}/spans"], f"cannot write {{file}}/spans: {os.strerror(20)}"),
+        (["export", "--tasks", "--out", "{file}/tasks"], f"cannot write {{file}}/tasks: {os.strerror(20)}"),
+        (["ingest", "--store", "{missing}/s.duckdb", "{store}"], "the folder {missing} does not exist"),
+        (["blame", "--tasks", "{tmp}/empty"], "{tmp}/empty holds no Parquet files"),
+        (["blame", "--tasks", "{file}"], "cannot read task tables {file}: Invalid Input Error"),
+        (["blame", "--tasks", "{tmp}/spans"], "{tmp}/spans is not a task table"),
+    ],
+)
+def test_paths_that_cannot_be_written_or_read_are_named_in_one_line(store_path, tmp_path, args, message):
+    """An output in a folder that is not there, Parquet that holds no task table: the path and the reason,
+    exit 2, not an internal error nor the SQL agentscope ran."""
+    where = {"missing": tmp_path / "nowhere", "store": store_path, "tmp": tmp_path}
+    where["file"] = tmp_path / "a.txt"
+    (tmp_path / "a.txt").write_text("not a trace, not Parquet\n")
+    (tmp_path / "empty").mkdir()
+    env = {**os.environ, "AGENTSCOPE_STORE": str(store_path), "COLUMNS": "400"}
+    exported = runner.invoke(app, ["export", "--store", str(store_path), "--out", str(tmp_path / "spans")])
+    assert exported.exit_code == 0, exported.output
+    result = subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", *(arg.format(**where) for arg in args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: "), result.stderr
+    assert message.format(**where) in result.stderr
+    assert "Traceback" not in result.stderr and "LINE 1" not in result.stderr
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_a_file_that_is_no_trace_format_is_refused_plainly(tmp_path):
     bogus = tmp_path / "notes.txt"
     bogus.write_text("hello")

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -13,6 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 import uvicorn
+from clirun import cli
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.resources import Resource
@@ -155,3 +163,40 @@ def test_the_store_file_is_free_between_writes_while_the_receiver_runs(receiver)
     assert count(receiver) == 3
     with Store(receiver.store.path, read_only=True) as store:  # DuckDB itself, no agentscope lock taken
         assert store.span_count() == 3
+
+
+def test_serve_and_ui_on_a_port_in_use_say_so_in_one_line(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for command in ("serve", "ui"):
+            result = cli(command, "--port", str(port), "--store", str(tmp_path / "s.duckdb"), timeout=60)
+            assert result.returncode == 2, result.stderr
+            in_use = os.strerror(errno.EADDRINUSE)
+            assert result.stderr == f"error: cannot listen on 127.0.0.1:{port}: {in_use}\n"
+    assert not (tmp_path / "s.duckdb").exists()
+
+
+def test_serve_on_port_0_names_the_port_it_was_given(tmp_path):
+    """``--port 0`` lets the system choose; the banner names the port an exporter must use."""
+    store = tmp_path / "s.duckdb"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "agentscope.cli", "serve", "--port", "0", "--store", str(store)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    try:
+        banner = process.stderr.readline()
+        url = re.search(r"on (http://127\.0\.0\.1:(\d+)/v1/traces) ", banner)
+        assert url and int(url.group(2)) > 0, banner
+        body = json.dumps(otlp_request([otlp_span(T1, "1" * 16, None, "task", 0, 10)])).encode()
+        headers = {"Content-Type": "application/json"}
+        request = urllib.request.Request(url.group(1), data=body, headers=headers)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, rest = process.communicate(timeout=30)
+    assert process.returncode == 0 and "1 spans received" in rest, (process.returncode, rest)

@@ -45,9 +45,9 @@ from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.arrays import numbers, whole
 from agentscope.store.query import span_batches, trace_spans
-from agentscope.store.schema import INSERT_TASK_ROWS, SCHEMA_VERSION, TASK_ARROW_SCHEMA
+from agentscope.store.schema import INSERT_TASK_ROWS, SCHEMA_VERSION, TASK_ARROW_SCHEMA, TASK_COLUMNS
 from agentscope.store.selection import Selection
-from agentscope.store.shared import SharedStore, StoreBusy
+from agentscope.store.shared import SharedStore, StoreBusy, StoreUnwritable
 from agentscope.store.store import Store, StoreError
 from agentscope.store.tasks import (
     NO_SERVICES,
@@ -455,7 +455,7 @@ def kept_rows(
             with shared.writing(ROW_WRITE_WAIT_S) as store:
                 store.mark_all_written()
             kept = shared.read(read)
-    except (StoreBusy, OSError):  # busy, or an older store in a folder this process cannot write
+    except (StoreBusy, StoreUnwritable, OSError):  # busy, or an older store in a read-only folder
         kept = None
     if (  # nothing written or kept since the previous read: its rows as they are
         previous is not None
@@ -523,17 +523,18 @@ def saved_results(
     Tables add up, so a month of daily tables answers for the month without a span read again.  Their
     what-if times must hold ``variants``; a Spark run's keeps the scenarios it was run with.
     """
-    files = [str(path / "**" / "*.parquet") if path.is_dir() else str(path) for path in paths]
+    named = ", ".join(map(str, paths))
     with Store(None) as store:
         try:
             store.con.execute(
                 "CREATE TEMP TABLE agentscope_saved AS SELECT * FROM read_parquet(?, union_by_name = true)",
-                [files],
+                [[_parquet_files(path) for path in paths]],
             )
+            _check_task_columns(store, named)
             store.con.execute(f"{INSERT_TASK_ROWS} FROM agentscope_saved")
             kept = store.scalar("SELECT min(len(whatif_ns)) FROM agentscope_saved")
-        except duckdb.Error as exc:
-            raise TaskTableError(f"cannot read task tables {', '.join(map(str, paths))}: {exc}") from None
+        except duckdb.Error as exc:  # its first line: the rest quotes agentscope's SQL, not the user's
+            raise TaskTableError(f"cannot read task tables {named}: {str(exc).splitlines()[0]}") from None
         unnamed = "SELECT count(*) FROM tasks WHERE services IS NULL"
         if selection is not None and selection.service is not None and store.scalar(unnamed):
             raise TaskTableError("--service: these task tables name no services (a Spark run's do not)")
@@ -545,6 +546,35 @@ def saved_results(
     for result in results:
         result.whatif_ns = [result.whatif_ns[i] for i in picks]
     return _ordered(results)
+
+
+_SAVED_BY = "`agentscope export --tasks --out DIR` or `agentscope blame --engine spark --tasks-out DIR`"
+"""What writes the task tables ``saved_results`` reads, for its messages."""
+
+
+def _parquet_files(path: Path) -> str:
+    """The files (a glob for a folder's) ``read_parquet`` reads for one ``--tasks`` path."""
+    if not path.is_dir():
+        return str(path)
+    if next(path.rglob("*.parquet"), None) is None:
+        raise TaskTableError(f"{path} holds no Parquet files; task tables are written by {_SAVED_BY}")
+    return str(path / "**" / "*.parquet")
+
+
+def _check_task_columns(store: Store, named: str) -> None:
+    """Refuse Parquet that is not a per-task table (an export of spans, say), naming what it lacks."""
+    present = {row[0] for row in store.con.execute("DESCRIBE agentscope_saved").fetchall()}
+    required = [name for name, sql_type, _ in TASK_COLUMNS if sql_type.endswith("NOT NULL")]
+    missing = [name for name in required if name not in present]
+    if not missing:
+        return
+    spans = "span_id" in present and "parent_id" in present
+    hint = (
+        f"these are spans: analyse them with `agentscope blame --engine spark {named}`"
+        if spans
+        else f"task tables are written by {_SAVED_BY}"
+    )
+    raise TaskTableError(f"{named} is not a task table (no column {', '.join(missing[:3])}): {hint}")
 
 
 def _without(batch: pa.RecordBatch | pa.Table, traces: pa.Array) -> pa.RecordBatch | pa.Table:

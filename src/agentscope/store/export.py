@@ -65,7 +65,8 @@ def default_buckets(spans: int) -> int:
 
 
 class ExportError(Exception):
-    """The target folder cannot be written (it holds something other than an earlier export)."""
+    """The target folder cannot be written (it holds something other than an earlier export, or the
+    file system refuses)."""
 
 
 def _prepare(out: Path) -> None:
@@ -76,8 +77,12 @@ def _prepare(out: Path) -> None:
         entries = list(out.iterdir())
         if entries and not (out / MANIFEST).exists():
             raise ExportError(f"{out} is not empty and holds no agentscope export; pick a new folder")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    try:
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+    except OSError as exc:
+        raise ExportError(f"cannot write {exc.filename or out}: {exc.strerror or exc}") from None
 
 
 TASKS_FILE = "tasks.parquet"

@@ -57,6 +57,10 @@ class StoreBusy(StoreError):
         """Held by a program outside this protocol (DuckDB's own lock), not by another agentscope writer."""
 
 
+class StoreUnwritable(StoreError):
+    """The store's folder cannot be written: it does not exist, or this process may not write there."""
+
+
 class SharedStore:
     """A store file used by many processes at once; see the module docstring for the protocol."""
 
@@ -79,9 +83,9 @@ class SharedStore:
         """
         try:
             fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError:
+        except OSError as exc:
             if exclusive:
-                raise
+                raise self._unwritable(exc) from None
             yield False
             return
         try:
@@ -101,6 +105,15 @@ class SharedStore:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+    def _unwritable(self, exc: OSError) -> StoreUnwritable:
+        """Why the store's lock file cannot be made, said of the store and its folder."""
+        folder = self.path.parent
+        if not folder.is_dir():
+            why = f"the folder {folder} does not exist"
+        else:
+            why = f"its folder {folder} cannot be written ({exc.strerror or exc})"
+        return StoreUnwritable(f"cannot write store {self.path}: {why}")
 
     def _acquire(self, fd: int, mode: int, deadline: float) -> None:
         pause = 0.001
