@@ -14,7 +14,7 @@ from tracebuild import varied_store
 
 from agentscope.store import Store
 from agentscope.store.query import span_batches
-from agentscope.store.selection import Selection, SelectionError, parse_time
+from agentscope.store.selection import Selection, SelectionError, parse_duration, parse_time
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 START = 1_700_000_000_000_000_000  # varied_store's first trace, ns; one trace a minute
@@ -30,6 +30,17 @@ def test_times_are_iso_or_relative_to_now():
         Selection.parse(since="yesterday", now=NOW)
     with pytest.raises(SelectionError, match="is not before --until"):
         Selection.parse(since="1h", until="2h", now=NOW)
+
+
+def test_spans_of_time_past_the_calendar_are_refused_by_name():
+    assert parse_duration("999999999d", "--retain") == 999_999_999 * 86_400 * 10**9
+    with pytest.raises(SelectionError, match=r"--retain '1000000000d': too long a span"):
+        parse_duration("1000000000d", "--retain")
+    with pytest.raises(SelectionError, match=r"--before '99999999999w': too long a span"):
+        parse_time("99999999999w", NOW, "--before")
+    with pytest.raises(SelectionError, match=r"--since '800000d': reaches back before the year 1"):
+        Selection.parse(since="800000d", now=NOW)
+    assert parse_time("700000d", NOW) < 0  # before the epoch, as an ISO time of year 110 would be
 
 
 @pytest.fixture(scope="module")

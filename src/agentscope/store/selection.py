@@ -28,7 +28,10 @@ def parse_time(text: str, now: datetime | None = None, option: str = "time") -> 
     now = now or datetime.now(timezone.utc)
     match = _RELATIVE.match(text)
     if match:
-        moment = now - timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+        try:
+            moment = now - _span(match, text, option)
+        except OverflowError:
+            raise SelectionError(f"{option} {text!r}: reaches back before the year 1") from None
     else:
         try:
             moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
@@ -54,8 +57,16 @@ def parse_duration(text: str, option: str = "duration") -> int:
     match = _RELATIVE.match(text)
     if not match:
         raise SelectionError(f"{option} {text!r}: give a span of time (90s, 15m, 24h, 30d, 2w)")
-    delta = timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+    delta = _span(match, text, option)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def _span(match: re.Match[str], text: str, option: str) -> timedelta:
+    """The span of time a :data:`_RELATIVE` match gives, refused past what a ``timedelta`` holds."""
+    try:
+        return timedelta(**{_UNITS[match.group(2)]: float(match.group(1))})
+    except OverflowError:
+        raise SelectionError(f"{option} {text!r}: too long a span (at most 999,999,999 days)") from None
 
 
 @dataclass(frozen=True)
