@@ -201,6 +201,7 @@ def _delimited() -> bytes:
 LARGE_FIRST_RECORDS = {
     "otlp-json-lines": lambda: (json.dumps(_big_otlp()) + "\n").encode() * 2,
     "otlp-json": lambda: json.dumps(_big_otlp(), indent=2).encode(),
+    "otlp-json-array": lambda: json.dumps([_big_otlp(), agent_trace_otlp()]).encode(),
     "otlp-proto-delimited": _delimited,
     "jaeger": lambda: json.dumps(_big_jaeger()).encode(),
     "jaeger-trace": lambda: json.dumps(_big_jaeger()["data"][0]).encode(),
@@ -242,9 +243,23 @@ def test_a_first_record_past_the_bound_is_refused_with_the_bound_named(tmp_path,
     )
 
 
+def test_an_array_of_otlp_requests_names_a_bad_request_by_its_place(tmp_path):
+    path = tmp_path / "requests.json"
+    request = agent_trace_otlp()
+    path.write_text(json.dumps([request, {"resourceSpans": "no"}]))
+    summary, kinds = _ingested(path)
+    assert dict(summary.formats) == {"otlp-json-array": 1}
+    assert [(p.line, p.reason.split(":")[0]) for p in summary.problems] == [(2, "malformed OTLP request")]
+    scopes = [scope for resource in request["resourceSpans"] for scope in resource["scopeSpans"]]
+    sent = [span["name"] for scope in scopes for span in scope["spans"]]
+    assert summary.stored == len(sent) and set(kinds) == set(sent)
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
+        ('[{"name": "x", "tags": {}}, {"traceId": "a"}]', "its keys: name, tags"),
+        ("[1, 2]", "its keys: not an object"),
         ('{"inputs": {"a": 1}, "outputs": [1, 2]}\n', "its keys: inputs, outputs"),
         ('{"name": "x", "tags": ["a"]', "cannot be read"),  # cut inside its only record
     ],

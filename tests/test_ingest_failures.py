@@ -96,3 +96,14 @@ def test_a_folder_that_cannot_be_listed_is_named(tmp_path):
     finally:
         folder.chmod(0o755)
     assert result.returncode == 2 and f"{folder}: cannot read the folder" in result.stderr
+
+
+def test_a_folder_with_nothing_to_read_is_named_and_the_other_paths_are_read(tmp_path):
+    (tmp_path / "empty" / ".cache").mkdir(parents=True)
+    (tmp_path / "empty" / ".cache" / "hidden.jsonl").write_bytes(LINES[: LINES.index(b"\n") + 1])
+    (tmp_path / "ok.jsonl").write_bytes(LINES[: LINES.index(b"\n") + 1])
+    store = tmp_path / "s.duckdb"
+    result = ingest(tmp_path / "empty", tmp_path / "ok.jsonl", store=store)
+    assert result.returncode == 2, result.stderr
+    assert f"{tmp_path / 'empty'}: a folder with no files (hidden ones skipped)" in result.stderr
+    assert spans_in(store) == 3

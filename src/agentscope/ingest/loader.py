@@ -341,8 +341,13 @@ def _ingest_paths(
             summary.add_problem(Problem(str(path), 0, "no such file or folder"), skipped=False)
             continue
         unreadable: list[tuple[Path, str]] = []
+        files_before = summary.files
         for file in expand([path], unreadable):
             ingest_file(store, file, summary, progress, traces, keep_content)
+        if summary.files == files_before and not unreadable:  # a folder named with nothing in it to read
+            summary.files += 1
+            reason = "a folder with no files (hidden ones skipped)"
+            summary.add_problem(Problem(str(path), 0, reason), skipped=False)
         for folder, reason in unreadable:
             summary.files += 1
             summary.add_problem(Problem(str(folder), 0, f"cannot read the folder: {reason}"), skipped=False)

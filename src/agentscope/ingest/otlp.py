@@ -17,6 +17,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from agentscope import attributes as A
 from agentscope.classify import FIRST_TOKEN_EVENTS, first_token_ns
+from agentscope.ingest.jsonstream import JSONStreamError, iter_array
 from agentscope.ingest.records import MAX_ATTRIBUTE_BYTES, BadSpan, Record, record
 
 SPAN_KINDS = {0: None, 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -197,6 +198,16 @@ def read_json_document(stream: IO[bytes]) -> Iterator[Record]:
         yield Record(1, problem=f"invalid JSON: {exc}")
         return
     yield from json_request_records(request, 1)
+
+
+def read_json_array(stream: IO[str]) -> Iterator[Record]:
+    """A JSON array of ExportTraceServiceRequests, one element at a time; a problem's line is the
+    element's number, as in the other array formats."""
+    try:
+        for index, request in enumerate(iter_array(stream), start=1):
+            yield from json_request_records(request, index)
+    except JSONStreamError as exc:
+        yield Record(0, problem=f"invalid JSON array of OTLP requests: {exc}")
 
 
 # --- protobuf --------------------------------------------------------------

@@ -101,7 +101,7 @@ def _judge_json(text: bytes, start: int, eof: bool) -> str:
 def _format_of(shape: _Shape, array: bool) -> str:
     keys = set(shape.keys)
     if array:
-        return _record_format(set(shape.element or ())) or "zipkin"
+        return _array_format(shape)
     if shape.envelope in ("resourceSpans", "resource_spans"):
         return "otlp-json" if shape.newline_before_first_key else "otlp-json-lines"
     element = set(shape.element or ())
@@ -124,6 +124,25 @@ def _format_of(shape: _Shape, array: bool) -> str:
     raise UnknownFormat(
         f"a JSON object that is none of OTLP (resourceSpans), Jaeger (data/spans), "
         f"LangSmith runs (run_type) or Langfuse observations (traceId/startTime); its keys: {named}"
+    )
+
+
+def _array_format(shape: _Shape) -> str:
+    """A top-level array's format, told by its first element: OTLP requests, LangSmith runs, Langfuse
+    observations, or Zipkin spans (which carry ``traceId`` and ``id``; an empty array reads as none)."""
+    element = set(shape.element or ())
+    if element & {"resourceSpans", "resource_spans"}:
+        return "otlp-json-array"
+    found = _record_format(element)
+    if found is not None:
+        return found
+    if shape.empty or element >= {"traceId", "id"}:
+        return "zipkin"
+    named = ", ".join(sorted(element)[:8]) or "not an object"
+    raise UnknownFormat(
+        "a JSON array whose first element is none of OTLP requests (resourceSpans), Zipkin spans "
+        "(traceId, id), LangSmith runs (run_type) or Langfuse observations (traceId/startTime); "
+        f"its keys: {named}"
     )
 
 

@@ -24,6 +24,7 @@ FIRST_RECORD_MAX = 64 << 20  # bytes read at most to find a file's first whole r
 FORMATS = (
     "otlp-json-lines",
     "otlp-json",
+    "otlp-json-array",
     "otlp-proto",
     "otlp-proto-delimited",
     "jaeger",
@@ -199,6 +200,8 @@ def records(fmt: str, stream: IO[bytes]) -> Iterator[Record]:
             yield from otlp.read_json_lines(stream)
         elif fmt == "otlp-json":
             yield from otlp.read_json_document(stream)
+        elif fmt == "otlp-json-array":
+            yield from otlp.read_json_array(io.TextIOWrapper(stream, encoding="utf-8"))
         elif fmt in ("jaeger", "jaeger-trace"):
             yield from jaeger.read(io.TextIOWrapper(stream, encoding="utf-8"), enveloped=fmt == "jaeger")
         elif fmt == "zipkin":
