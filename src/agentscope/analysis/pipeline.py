@@ -530,7 +530,7 @@ def saved_results(
                 "CREATE TEMP TABLE agentscope_saved AS SELECT * FROM read_parquet(?, union_by_name = true)",
                 [[_parquet_files(path) for path in paths]],
             )
-            _check_task_columns(store, named)
+            _check_task_columns(store, paths)
             store.con.execute(f"{INSERT_TASK_ROWS} FROM agentscope_saved")
             kept = store.scalar("SELECT min(len(whatif_ns)) FROM agentscope_saved")
         except duckdb.Error as exc:  # its first line: the rest quotes agentscope's SQL, not the user's
@@ -561,7 +561,7 @@ def _parquet_files(path: Path) -> str:
     return str(path / "**" / "*.parquet")
 
 
-def _check_task_columns(store: Store, named: str) -> None:
+def _check_task_columns(store: Store, paths: Sequence[Path]) -> None:
     """Refuse Parquet that is not a per-task table (an export of spans, say), naming what it lacks."""
     present = {row[0] for row in store.con.execute("DESCRIBE agentscope_saved").fetchall()}
     required = [name for name, sql_type, _ in TASK_COLUMNS if sql_type.endswith("NOT NULL")]
@@ -570,10 +570,11 @@ def _check_task_columns(store: Store, named: str) -> None:
         return
     spans = "span_id" in present and "parent_id" in present
     hint = (
-        f"these are spans: analyse them with `agentscope blame --engine spark {named}`"
+        f"these are spans: analyse them with `agentscope blame --engine spark {' '.join(map(str, paths))}`"
         if spans
         else f"task tables are written by {_SAVED_BY}"
     )
+    named = ", ".join(map(str, paths))
     raise TaskTableError(f"{named} is not a task table (no column {', '.join(missing[:3])}): {hint}")
 
 
