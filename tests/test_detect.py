@@ -9,9 +9,12 @@ any read buffer, in every container its producers write, gzip too.
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
 import json
+import lzma
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -241,6 +244,35 @@ def test_a_first_record_past_the_bound_is_refused_with_the_bound_named(tmp_path,
     assert problem.reason == (
         "cannot read: its first record is larger than 1 MiB, the most read to tell a file's format"
     )
+
+
+def _zipped(data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("spans.jsonl", data)
+    return buffer.getvalue()
+
+
+def _report(data: bytes) -> bytes:
+    """A terminal report saved to a file: UTF-8 text, box drawing and accents, no JSON."""
+    return "│ p95 2.4 s — résumé ╰──╯\n".encode() * 20
+
+
+@pytest.mark.parametrize(
+    ("pack", "reason"),
+    [
+        (_zipped, "a zip archive: agentscope reads plain and gzip files; unpack it first"),
+        (bz2.compress, "a bzip2 file: agentscope reads plain and gzip files; unpack it first"),
+        (lzma.compress, "an xz file: agentscope reads plain and gzip files; unpack it first"),
+        (_report, "a text file that is not JSON"),
+    ],
+    ids=["zip", "bzip2", "xz", "utf8-text"],
+)
+def test_archives_and_text_are_named_not_read_as_protobuf(pack, reason, tmp_path):
+    path = tmp_path / "export.bin"
+    path.write_bytes(pack((json.dumps(agent_trace_otlp()) + "\n").encode()))
+    summary, _ = _ingested(path)
+    assert [(p.line, p.reason) for p in summary.problems] == [(0, f"cannot read: {reason}")]
 
 
 def test_an_array_of_otlp_requests_names_a_bad_request_by_its_place(tmp_path):

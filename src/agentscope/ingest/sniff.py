@@ -160,15 +160,39 @@ def _record_format(keys: set[str]) -> str | None:
     return None
 
 
+_ARCHIVES = {
+    b"PK\x03\x04": "a zip archive",
+    b"BZh": "a bzip2 file",
+    b"\xfd7zXZ\x00": "an xz file",
+    b"\x28\xb5\x2f\xfd": "a zstd file",
+    b"7z\xbc\xaf\x27\x1c": "a 7-Zip archive",
+}
+"""Leading bytes of containers agentscope does not open (it reads gzip): named, not read as protobuf."""
+
+
 def _judge_binary(data: bytes, eof: bool) -> str:
     """OTLP protobuf: length-delimited messages when the first varint frames a whole request."""
     framed = _first_frame(data, eof)
     if framed is not None:
         return "otlp-proto-delimited"
-    head = data[:256]
-    if otlp.parse_proto_message(data) is None and all(32 <= b < 127 or b in (9, 10, 13) for b in head):
+    for magic, what in _ARCHIVES.items():
+        if data.startswith(magic):
+            raise UnknownFormat(f"{what}: agentscope reads plain and gzip files; unpack it first")
+    if otlp.parse_proto_message(data) is None and _is_text(data[:256]):
         raise UnknownFormat("a text file that is not JSON")
     return "otlp-proto"
+
+
+def _is_text(head: bytes) -> bool:
+    """Whether a file's first bytes are UTF-8 text (a character cut at their end allowed), with no control
+    characters but tabs and line ends: a log or a report, not a protobuf message."""
+    try:
+        text = head.decode()
+    except UnicodeDecodeError as exc:
+        if exc.reason != "unexpected end of data":
+            return False
+        text = head[: exc.start].decode()
+    return all((ch >= " " and ch != "\x7f") or ch in "\t\n\r" for ch in text)
 
 
 def _first_frame(data: bytes, eof: bool) -> bytes | None:
