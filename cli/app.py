@@ -13,6 +13,7 @@ import math
 import os
 import socket
 import sys
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
@@ -902,6 +903,11 @@ def probe(
     console = Console(stderr=True)
     target = store if store is not None else Path(default_store_path())
     try:
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UsageProblem(
+                f"--base-url {base_url!r}: give an http(s) URL, e.g. https://api.groq.com/openai/v1"
+            )
         api_key = "not-needed"
         if api_key_env is not None:
             if not os.environ.get(api_key_env):

@@ -89,7 +89,10 @@ def test_probe_asks_before_spending_and_names_missing_things(recorded, tmp_path)
     Store(empty).close()
     nothing = probe("--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--store", str(empty), "--yes")
     assert nothing.returncode == 2 and "no LLM call with input and output token counts" in nothing.stderr
-    assert "Traceback" not in unasked.stderr + no_key.stderr + nothing.stderr
+    not_a_url = probe("--base-url", "api.groq.com/openai/v1", *args[2:], "--yes")
+    assert not_a_url.returncode == 2
+    assert "--base-url 'api.groq.com/openai/v1': give an http(s) URL" in not_a_url.stderr.replace("\n", " ")
+    assert "Traceback" not in unasked.stderr + no_key.stderr + nothing.stderr + not_a_url.stderr
 
 
 def test_sizes_cover_the_spread_and_the_fit_recovers_known_rates():
