@@ -128,6 +128,9 @@ def blame_parquet(
     missing = [str(path) for path in local if not path.exists()]
     if missing:
         raise SparkProblem(f"no such file or folder: {', '.join(missing)}")
+    empty = [str(path) for path in local if path.is_dir() and next(path.rglob("*.parquet"), None) is None]
+    if empty:
+        raise SparkProblem(f"no Parquet files in {', '.join(empty)} (agentscope export writes them)")
     spark = _session(engine, master)
     try:
         frame = spark.read.parquet(*(str(path) for path in paths))

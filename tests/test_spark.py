@@ -291,6 +291,20 @@ def test_a_file_that_is_not_parquet_is_named_in_the_message(varied):
     assert f"Spark could not analyse {varied}" in flat and "Parquet" in flat
 
 
+def test_an_empty_folder_and_a_task_table_given_to_spark_say_what_they_are(varied, tmp_path):
+    (tmp_path / "empty").mkdir()
+    empty = cli("blame", "--engine", "spark", str(tmp_path / "empty"))
+    assert empty.returncode == 2
+    flat = " ".join(empty.stderr.split())
+    assert f"no Parquet files in {tmp_path / 'empty'} (agentscope export writes them)" in flat
+    _require_spark()
+    exported = cli("export", "--store", str(varied), "--tasks", "--out", str(tmp_path / "tasks"))
+    assert exported.returncode == 0, exported.stderr
+    tasks = cli("blame", "--engine", "spark", str(tmp_path / "tasks"), "--spark-master", "local[1]")
+    assert tasks.returncode == 2 and "Traceback" not in tasks.stderr
+    assert "(per-task tables, which blame --tasks reads)" in " ".join(tasks.stderr.split())
+
+
 def test_export_refuses_a_folder_that_holds_something_else(varied, tmp_path):
     (tmp_path / "precious.txt").write_text("keep me")
     result = cli("export", "--store", str(varied), "--out", str(tmp_path))

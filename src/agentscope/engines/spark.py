@@ -135,7 +135,9 @@ def task_results(
     """
     missing = [name for name in REQUIRED if name not in df.columns]
     if missing:
-        raise ValueError(f"the spans lack required column(s) {', '.join(missing)} (see agentscope export)")
+        tasks = "whatif_ns" in df.columns and "duration_ns" in df.columns
+        hint = "per-task tables, which blame --tasks reads" if tasks else "see agentscope export"
+        raise ValueError(f"the spans lack required column(s) {', '.join(missing)} ({hint})")
     variants = report.variants(scenarios)
     targets = tuple(targets)
 
