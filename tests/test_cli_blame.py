@@ -293,3 +293,25 @@ def test_a_foreign_duckdb_file_is_refused_plainly(tmp_path):
     )
     assert result.returncode == 2
     assert "unreadable schema version 'one'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_duckdb_file_with_its_own_spans_table_is_left_as_it_was(tmp_path, store_path):
+    import duckdb
+
+    other = tmp_path / "analytics.duckdb"
+    with duckdb.connect(str(other)) as con:
+        con.execute("CREATE TABLE spans (id INTEGER, note VARCHAR)")
+        con.execute("INSERT INTO spans VALUES (1, 'theirs')")
+    result = subprocess.run(
+        [sys.executable, "-m", "agentscope.cli", "ingest", "--store", str(other), str(store_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"{other} is a DuckDB file with its own table spans, not an agentscope store" in result.stderr
+    assert "Traceback" not in result.stderr
+    with duckdb.connect(str(other), read_only=True) as con:
+        assert con.execute("SELECT table_name FROM duckdb_tables()").fetchall() == [("spans",)]
+        assert con.execute("SELECT * FROM spans").fetchall() == [(1, "theirs")]

@@ -266,6 +266,8 @@ TRACE_WRITES_DDL = (
 )
 """Each trace's last write (its sequence number) and earliest span start."""
 
+STORE_TABLES = ("spans", "trace_writes", "task_traces", "tasks")
+"""The tables of a store besides ``agentscope_meta``, which marks a DuckDB file as one."""
 DDL = (
     "CREATE TABLE IF NOT EXISTS agentscope_meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
     SPANS_DDL.format(table="spans"),

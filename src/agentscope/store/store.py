@@ -22,6 +22,7 @@ from agentscope.store.schema import (
     INSERT_TASK_ROWS,
     SCHEMA_VERSION,
     SPANS_DDL,
+    STORE_TABLES,
     TASKS_DDL,
     TRACE_WRITES_DDL,
     TYPED_NAMES,
@@ -141,6 +142,7 @@ class Store:
             raise StoreError(f"cannot open store {target}: {exc}") from exc
         if not read_only:
             if self.path is not None:
+                self._refuse_foreign_tables()
                 self.con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
             for statement in DDL:
                 self.con.execute(statement)
@@ -151,6 +153,24 @@ class Store:
         self.con.execute(
             _VIEW.format(select=typed if self.version >= 3 else typed_rows("spans", row_in_store=True))
         )
+
+    def _refuse_foreign_tables(self) -> None:
+        """A DuckDB file that is not a store yet but holds a table of a store's name is someone else's data:
+        refused, rather than made a store around a table agentscope cannot write to."""
+        names = {
+            name
+            for (name,) in self.con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                "AND schema_name = 'main'"
+            ).fetchall()
+        }
+        clash = sorted(names & set(STORE_TABLES)) if "agentscope_meta" not in names else []
+        if clash:
+            self.con.close()
+            raise StoreError(
+                f"{self.path} is a DuckDB file with its own table {', '.join(clash)}, not an agentscope "
+                "store: keep the spans in another file"
+            )
 
     def _migrate(self) -> None:
         """Give a new store its version, and an older one what later versions added, in one transaction:
