@@ -212,6 +212,54 @@ def test_otlp_http_export_reaches_a_collector():
     assert {"gen_ai.usage.input_tokens", "gen_ai.operation.name", "agentscope.cpu_ns"} <= keys
 
 
+class _App(_Collector):
+    """A collector that also answers the app's own GET requests."""
+
+    bodies: typing.ClassVar[list[tuple[str, bytes]]] = []
+
+    def do_GET(self):
+        self.send_response(204)
+        self.end_headers()
+
+
+def test_an_exporters_own_requests_are_not_traced_and_the_apps_are():
+    """Instrumented ``requests`` beside the OTLP/HTTP exporter (which sends with ``requests``): each export
+    ran inside a traced POST, exported by the next, without end, and ``flush`` never returned.  The SDK
+    marks its exports "suppress instrumentation", as a block of the app's own may be."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _App)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        run_python(
+            f"""
+            import time, requests
+            from opentelemetry.instrumentation.utils import suppress_instrumentation
+            import agentscope as ags
+            ags.init(service_name="app", store=None, otlp_endpoint="{url}")
+
+            @ags.task("fetch")
+            def fetch():
+                requests.get("{url}/traced")
+                with suppress_instrumentation():
+                    requests.get("{url}/quiet")
+
+            fetch()
+            for _ in range(4):
+                assert ags.flush(timeout_millis=10_000)
+                time.sleep(0.2)
+            ags.shutdown()
+            """
+        )
+    finally:
+        server.shutdown()
+    names = []
+    for path, body in _App.bodies:
+        assert path == "/v1/traces"
+        for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
+            names += [span.name for ss in rs.scope_spans for span in ss.spans]
+    assert sorted(names) == ["GET 127.0.0.1", "fetch"]
+
+
 def test_a_provider_that_takes_no_processor_is_said_once_and_our_spans_still_stored(tmp_path):
     """A no-op global provider cannot be joined: one warning naming it and what to do; the store still
     gets agentscope's own spans (in a process of its own: the global provider is set once)."""

@@ -266,6 +266,21 @@ def with_kind(kind: str, attributes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_SUPPRESS = otel_context._SUPPRESS_INSTRUMENTATION_KEY
+_SUPPRESS_PLAIN = "suppress_instrumentation"
+_SUPPRESS_HTTP = otel_context._SUPPRESS_HTTP_INSTRUMENTATION_KEY
+"""OpenTelemetry's "record nothing here": the SDK's span processors set the first around every export;
+``opentelemetry.instrumentation.utils.suppress_instrumentation()`` sets it and its older, plain-string
+key; HTTP clients' spans also stop under the third, which instrumentations of higher-level clients set."""
+
+
+def _suppressed(kind: str, current: Context) -> bool:
+    """Whether instrumentation is switched off in ``current``, a context holding one of the keys."""
+    if current.get(_SUPPRESS) or current.get(_SUPPRESS_PLAIN):
+        return True
+    return kind == "http" and bool(current.get(_SUPPRESS_HTTP))
+
+
 def start(
     name: str,
     kind: str,
@@ -273,18 +288,27 @@ def start(
     start_ns: int | None = None,
     context: Context | None = None,
 ) -> Recording | None:
-    """Start a span of agentscope ``kind``; None when tracing is off or starting failed.
+    """Start a span of agentscope ``kind``; None when tracing is off, instrumentation is suppressed
+    in this context, or starting failed.
 
     ``attributes`` must already identify the kind (see :func:`with_kind`); ``start_ns``
     backdates the span (an integration that learns of an attempt after it began).  ``context`` is the
     current context where the caller has read it already: each lookup of it is a few calls deep, and
     an integration on every LLM call reads it once for its peer check, its span and its headers.
+
+    Suppressed (:func:`_suppressed`): inside an exporter's export an HTTP span would be exported in turn,
+    whose export makes another, without end.  Tested in line first, whether a key is there at all: this
+    runs on every span, and an LLM call's overhead is counted against a bare span's.
     """
     try:
+        current = context if context is not None else otel_context.get_current()
+        keyed = _SUPPRESS in current or _SUPPRESS_PLAIN in current or _SUPPRESS_HTTP in current
+        if keyed and _suppressed(kind, current):
+            return None
         attrs = {**attributes, **STATE.span_attributes, A.THREAD_ID: _thread_ident()}
         joined = STATE.open_spans.parent_context() if STATE.open_spans is not None else None
         start_time = start_ns or now_ns()
-        parent = context if joined is None else joined
+        parent = current if joined is None else joined  # read once: the tracer need not look it up again
         span = STATE.tracer.start_span(name, context=parent, attributes=attrs, start_time=start_time)
         if not span.is_recording():
             return None
