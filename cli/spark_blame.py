@@ -19,6 +19,7 @@ from typing import Any
 
 from agentscope.analysis.profiles import CandidateProfile
 from agentscope.analysis.whatif import Scenario
+from agentscope.store.paths import holds_parquet
 
 
 class SparkProblem(Exception):
@@ -128,7 +129,7 @@ def blame_parquet(
     missing = [str(path) for path in local if not path.exists()]
     if missing:
         raise SparkProblem(f"no such file or folder: {', '.join(missing)}")
-    empty = [str(path) for path in local if path.is_dir() and next(path.rglob("*.parquet"), None) is None]
+    empty = [str(path) for path in local if path.is_dir() and not holds_parquet(path)]
     if empty:
         raise SparkProblem(f"no Parquet files in {', '.join(empty)} (agentscope export writes them)")
     spark = _session(engine, master)

@@ -44,6 +44,7 @@ from agentscope.analysis.tasks import (
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Scenario
 from agentscope.store.arrays import numbers, whole
+from agentscope.store.paths import holds_parquet
 from agentscope.store.query import span_batches, trace_spans
 from agentscope.store.schema import INSERT_TASK_ROWS, SCHEMA_VERSION, TASK_ARROW_SCHEMA, TASK_COLUMNS
 from agentscope.store.selection import Selection
@@ -556,7 +557,7 @@ def _parquet_files(path: Path) -> str:
     """The files (a glob for a folder's) ``read_parquet`` reads for one ``--tasks`` path."""
     if not path.is_dir():
         return str(path)
-    if next(path.rglob("*.parquet"), None) is None:
+    if not holds_parquet(path):
         raise TaskTableError(f"{path} holds no Parquet files; task tables are written by {_SAVED_BY}")
     return str(path / "**" / "*.parquet")
 

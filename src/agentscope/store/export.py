@@ -71,14 +71,15 @@ class ExportError(Exception):
 
 def _prepare(out: Path) -> None:
     """An empty folder at ``out``; an earlier export there is replaced, anything else is refused."""
-    if out.exists():
+    earlier = out.exists()
+    if earlier:
         if not out.is_dir():
             raise ExportError(f"{out} exists and is not a folder")
         entries = list(out.iterdir())
         if entries and not (out / MANIFEST).exists():
             raise ExportError(f"{out} is not empty and holds no agentscope export; pick a new folder")
     try:
-        if out.exists():
+        if earlier:
             shutil.rmtree(out)
         out.mkdir(parents=True)
     except OSError as exc:
