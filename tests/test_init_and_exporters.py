@@ -184,6 +184,16 @@ class _Collector(BaseHTTPRequestHandler):
         pass
 
 
+def _received(bodies: list[tuple[str, bytes]]) -> list:
+    """The spans of the OTLP/HTTP requests a collector received (each to ``/v1/traces``)."""
+    spans = []
+    for path, body in bodies:
+        assert path == "/v1/traces"
+        for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
+            spans += [span for ss in rs.scope_spans for span in ss.spans]
+    return spans
+
+
 def test_otlp_http_export_reaches_a_collector():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -199,13 +209,7 @@ def test_otlp_http_export_reaches_a_collector():
         ags.shutdown()
     finally:
         server.shutdown()
-    names = []
-    for path, body in _Collector.bodies:
-        assert path == "/v1/traces"
-        request = ExportTraceServiceRequest.FromString(body)
-        for rs in request.resource_spans:
-            for ss in rs.scope_spans:
-                names += [(s.name, {kv.key for kv in s.attributes}) for s in ss.spans]
+    names = [(s.name, {kv.key for kv in s.attributes}) for s in _received(_Collector.bodies)]
     assert len(names) == 1
     name, keys = names[0]
     assert name == "chat gpt-oss-120b"
@@ -252,12 +256,7 @@ def test_an_exporters_own_requests_are_not_traced_and_the_apps_are():
         )
     finally:
         server.shutdown()
-    names = []
-    for path, body in _App.bodies:
-        assert path == "/v1/traces"
-        for rs in ExportTraceServiceRequest.FromString(body).resource_spans:
-            names += [span.name for ss in rs.scope_spans for span in ss.spans]
-    assert sorted(names) == ["GET 127.0.0.1", "fetch"]
+    assert sorted(span.name for span in _received(_App.bodies)) == ["GET 127.0.0.1", "fetch"]
 
 
 def test_a_provider_that_takes_no_processor_is_said_once_and_our_spans_still_stored(tmp_path):
