@@ -341,10 +341,11 @@ def _ingest_paths(
             summary.add_problem(Problem(str(path), 0, "no such file or folder"), skipped=False)
             continue
         unreadable: list[tuple[Path, str]] = []
-        files_before = summary.files
+        found = False
         for file in expand([path], unreadable):
+            found = True
             ingest_file(store, file, summary, progress, traces, keep_content)
-        if summary.files == files_before and not unreadable:  # a folder named with nothing in it to read
+        if not found and not unreadable:  # a folder named with nothing in it to read
             summary.files += 1
             reason = "a folder with no files (hidden ones skipped)"
             summary.add_problem(Problem(str(path), 0, reason), skipped=False)
