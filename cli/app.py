@@ -88,6 +88,14 @@ def require(extra: str, what: str) -> None:
         raise fail(message)
 
 
+def finite(value: float) -> float:
+    """A float option's value, refused when NaN or infinite: click's ranges let NaN through (every
+    comparison with it is false), and a projection to ``inf`` tasks prints nonsense or invalid JSON."""
+    if not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"agentscope {__version__}")
@@ -545,7 +553,8 @@ def blame(
     since: SinceOption = None,
     until: UntilOption = None,
     percentile: Annotated[
-        float, typer.Option("--percentile", min=1, max=100, help="Budget at this percentile.")
+        float,
+        typer.Option("--percentile", min=1, max=100, callback=finite, help="Budget at this percentile."),
     ] = 95,
     speedup: Annotated[
         list[str] | None,
@@ -645,7 +654,8 @@ def budget(
     store: StoreOption = None,
     pricing: Annotated[Path | None, typer.Option("--pricing", help="Your pricing catalog (TOML).")] = None,
     tasks_per_month: Annotated[
-        float, typer.Option("--tasks-per-month", min=0, help="Monthly task volume to project to.")
+        float,
+        typer.Option("--tasks-per-month", min=0, callback=finite, help="Monthly task volume to project to."),
     ] = 10_000,
     model_map: Annotated[
         list[str] | None,
@@ -769,7 +779,10 @@ def compare(
     since: SinceOption = None,
     until: UntilOption = None,
     percentile: Annotated[
-        float, typer.Option("--percentile", min=1, max=100, help="Compare budgets at this percentile.")
+        float,
+        typer.Option(
+            "--percentile", min=1, max=100, callback=finite, help="Compare budgets at this percentile."
+        ),
     ] = 95,
     fmt: Annotated[str, typer.Option("--format", help="table, json or markdown.")] = "table",
     output: Annotated[

@@ -210,10 +210,15 @@ def test_no_repair_changes_what_blame_sees_on_an_enclosed_sibling(tmp_path):
         (["blame", "--format", "xml"], 2, "choose table, json or markdown"),
         (["blame", "--task", "nope"], 1, "no tasks named 'nope'"),
         (["show", "f" * 32], 1, "no trace ffffffff"),
+        (["blame", "--percentile", "nan"], 2, "nan is not a finite number"),
+        (["compare", "{store}", "{store}", "--percentile", "NaN"], 2, "nan is not a finite number"),
+        (["budget", "--tasks-per-month", "nan"], 2, "nan is not a finite number"),
+        (["budget", "--tasks-per-month", "inf"], 2, "inf is not a finite number"),
     ],
 )
 def test_errors_are_messages_with_exit_codes(store_path, args, code, message):
     env = {**os.environ, "AGENTSCOPE_STORE": str(store_path), "COLUMNS": "200"}
+    args = [arg.replace("{store}", str(store_path)) for arg in args]
     result = subprocess.run(
         [sys.executable, "-m", "agentscope.cli", *args], capture_output=True, text=True, env=env, timeout=120
     )
