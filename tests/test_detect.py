@@ -10,6 +10,7 @@ any read buffer, in every container its producers write, gzip too.
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import io
 import json
@@ -221,6 +222,44 @@ def test_every_format_is_told_by_a_large_first_record(fmt, zipped, tmp_path):
     assert summary.ok, summary.problems
     assert dict(summary.formats) == {fmt: 1}
     assert {"task", "agent"} & set(kinds.values())
+
+
+TEXT_FORMATS = {
+    **{fmt: make for fmt, make in LARGE_FIRST_RECORDS.items() if fmt != "otlp-proto-delimited"},
+    "langsmith": lambda: _container(RUNS, "lines", "runs"),
+    "langfuse": lambda: _container(OBSERVATIONS, "page", "data"),
+}
+# How Windows tools save text: PowerShell 5's "> file" writes UTF-16 LE with a byte-order mark,
+# Out-File -Encoding utf8 and Notepad a UTF-8 mark; the others for completeness.
+ENCODINGS = {
+    "utf8-bom": lambda text: codecs.BOM_UTF8 + text,
+    "utf16-le": lambda text: codecs.BOM_UTF16_LE + text.decode().encode("utf-16-le"),
+    "utf16-be": lambda text: codecs.BOM_UTF16_BE + text.decode().encode("utf-16-be"),
+    "utf32": lambda text: text.decode().encode("utf-32"),
+}
+
+
+@pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
+@pytest.mark.parametrize("encoding", list(ENCODINGS))
+@pytest.mark.parametrize("fmt", list(TEXT_FORMATS))
+def test_text_saved_with_a_byte_order_mark_reads_as_utf8(fmt, encoding, zipped, tmp_path):
+    data = TEXT_FORMATS[fmt]()
+    _, plain = _ingested(_write(tmp_path, data, False))
+    summary, kinds = _ingested(_write(tmp_path, ENCODINGS[encoding](data), zipped))
+    assert summary.ok, summary.problems
+    assert dict(summary.formats) == {fmt: 1}
+    assert kinds == plain and len(kinds) >= 3
+
+
+def test_utf16_text_cut_inside_a_character_keeps_its_whole_lines_and_says_where(tmp_path):
+    line = json.dumps(agent_trace_otlp()) + "\n"
+    path = tmp_path / "spans.jsonl"
+    path.write_bytes((line * 2).encode("utf-16")[:-1])
+    summary, kinds = _ingested(path)
+    assert len(kinds) == 3 and summary.already_stored == 3
+    assert [(p.line, p.reason) for p in summary.problems] == [
+        (3, "the UTF-16 text is broken (truncated data) after line 2; the lines before it were kept")
+    ]
 
 
 def test_a_first_line_that_is_not_json_gives_way_to_the_next_and_is_reported(tmp_path):

@@ -5,6 +5,7 @@ File names are not trusted: ``spans.json`` may be OTLP lines, Jaeger or Zipkin.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import os
@@ -18,6 +19,14 @@ from agentscope.ingest.records import Record
 from agentscope.ingest.sniff import UnknownFormat
 
 GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = codecs.BOM_UTF8
+# Byte-order marks of the wide encodings, UTF-32's first (its little-endian mark begins with UTF-16's).
+WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 HEAD = 1 << 16
 FIRST_RECORD_MAX = 64 << 20  # bytes read at most to find a file's first whole record
 
@@ -167,10 +176,71 @@ class _Replay(io.RawIOBase):
         super().close()
 
 
+class _Transcoded(io.RawIOBase):
+    """Text in UTF-16 or UTF-32, read as UTF-8 without its byte-order mark.
+
+    Windows PowerShell 5 writes a redirected command's output (``curl … > spans.json``)
+    as UTF-16 with a mark; every reader here reads UTF-8. Text that breaks off inside a
+    character ends the stream, and the reason is kept in ``problem`` as a cut gzip file's is.
+    """
+
+    def __init__(self, stream: IO[bytes], encoding: str) -> None:
+        self._stream = stream
+        self._encoding = encoding
+        self._decoder = codecs.getincrementaldecoder(encoding)()
+        self._pending = memoryview(b"")
+        self._ended = False
+        self._problem: str | None = None
+
+    @property
+    def problem(self) -> str | None:
+        """Why the text ended early, here or in the stream underneath (see :func:`stream_problem`)."""
+        return self._problem or getattr(self._stream, "problem", None)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while not self._pending and not self._ended:
+            chunk = self._stream.read(HEAD)
+            self._ended = not chunk
+            try:
+                text = self._decoder.decode(chunk, final=self._ended)
+            except UnicodeDecodeError as exc:
+                self._problem = f"the {self._encoding.upper()} text is broken ({exc.reason})"
+                self._ended = True
+                break
+            self._pending = memoryview(text.encode())
+        taken = min(len(buffer), len(self._pending))
+        buffer[:taken] = self._pending[:taken]
+        self._pending = self._pending[taken:]
+        return taken
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
+
+
+def _as_utf8(raw: IO[bytes]) -> IO[bytes]:
+    """``raw`` from its first character on, as UTF-8: a UTF-8 byte-order mark skipped (Windows tools write
+    one), UTF-16 and UTF-32 text transcoded. A seekable file stays seekable, at its first character."""
+    lead = _read_up_to(raw, 4)
+    for mark, encoding in WIDE_BOMS:
+        if lead.startswith(mark):
+            return _Transcoded(_Replay(lead, raw), encoding)
+    start = len(UTF8_BOM) if lead.startswith(UTF8_BOM) else 0
+    if raw.seekable():
+        raw.seek(start)
+        return raw
+    return _Replay(lead[start:], raw)
+
+
 def open_detected(path: Path) -> tuple[str, IO[bytes]]:
-    """The format of ``path`` and its (decompressed) stream, positioned at the start."""
+    """The format of ``path`` and its (decompressed, UTF-8) stream, positioned at its first character."""
     raw = open_binary(path)
     try:
+        raw = _as_utf8(raw)
+        start = raw.tell() if raw.seekable() else 0
         fmt, head = _read_first_record(raw)
     except UnknownFormat:
         problem = getattr(raw, "problem", None)
@@ -182,7 +252,7 @@ def open_detected(path: Path) -> tuple[str, IO[bytes]]:
         raw.close()
         raise
     if raw.seekable():
-        raw.seek(0)
+        raw.seek(start)
         return fmt, raw
     return fmt, io.BufferedReader(_Replay(head, raw), buffer_size=HEAD)
 
