@@ -538,7 +538,9 @@ def serve(
             receiver.close()
     spilled = f"; {receiver.writer.spilled:,} spooled for the next writer" if receiver.writer.spilled else ""
     pruned = f"; {receiver.writer.pruned_traces:,} old traces pruned" if receiver.writer.pruned_traces else ""
-    console.print(f"stopped; {receiver.received:,} spans received{spilled}{pruned}")
+    dropped = ", ".join(f"{n:,} {signal}" for signal, n in sorted(receiver.dropped.items()))
+    dropped = f"; requests of other signals acknowledged and not kept: {dropped}" if dropped else ""
+    console.print(f"stopped; {receiver.received:,} spans received{spilled}{pruned}{dropped}")
 
 
 @app.command()

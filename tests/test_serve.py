@@ -6,6 +6,7 @@ import contextlib
 import errno
 import gzip
 import json
+import logging
 import os
 import re
 import signal
@@ -16,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from collections.abc import Iterator
 
 import pytest
@@ -125,6 +127,48 @@ def test_json_and_gzip_bodies_and_partial_success(receiver):
     assert count(receiver) == 4
 
 
+def test_metrics_and_logs_from_the_apps_exporters_are_acknowledged_and_not_kept(receiver, caplog):
+    """An SDK given the generic OTLP endpoint sends every signal there: its metrics and logs exporters
+    succeed (no export failure logged each minute), its spans are stored, and nothing else is."""
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    base = receiver.url.removesuffix("/traces")
+    meters = MeterProvider(
+        metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter(f"{base}/metrics"))]
+    )
+    meters.get_meter("app").create_counter("tickets").add(3)
+    logs = LoggerProvider()
+    logs.add_log_record_processor(SimpleLogRecordProcessor(OTLPLogExporter(f"{base}/logs")))
+    app_log = logging.getLogger("app.tickets")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the handler is moving to a contrib package
+        handler = LoggingHandler(logger_provider=logs)
+    app_log.addHandler(handler)
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=receiver.url)))
+    with caplog.at_level(logging.WARNING, logger="opentelemetry"):
+        with tracer_provider.get_tracer("app").start_as_current_span("handle ticket"):
+            app_log.warning("ticket %s escalated", 7)
+        assert meters.force_flush() and tracer_provider.force_flush()
+        meters.shutdown()
+        logs.shutdown()
+        tracer_provider.shutdown()
+    app_log.removeHandler(handler)
+    assert not [r.getMessage() for r in caplog.records if r.name.startswith("opentelemetry")]
+    assert dict(receiver.dropped) == {"metrics": 2, "logs": 1}  # the flush's and the shutdown's
+    assert stored(receiver, "SELECT name FROM spans") == [("handle ticket",)]
+    with urllib.request.urlopen(base.removesuffix("v1"), timeout=10) as response:
+        assert response.read().decode() == (
+            "agentscope receiver: 1 spans received; 1 logs requests dropped; 2 metrics requests dropped\n"
+        )
+    assert post(f"{base}/logs", b"{}", "text/plain")[0] == 415
+
+
 def test_a_span_sent_again_is_stored_once_and_a_changed_one_is_reported(receiver):
     request = json.dumps(agent_trace_otlp()).encode()
     assert post(receiver.url, request, "application/json") == (200, b"{}")
@@ -145,6 +189,9 @@ def test_protobuf_response_and_bad_bodies_do_not_stop_the_server(receiver):
     assert status == 400 and b"invalid protobuf" in body
     status, body = post(receiver.url, b"{nope", "application/json")
     assert status == 400 and b"invalid JSON" in body
+    assert post(receiver.url, b"{}", "application/json") == (200, b"{}")  # empty, as b"" in protobuf
+    status, body = post(receiver.url, b'{"data": []}', "application/json")
+    assert status == 400 and b"no resourceSpans" in body
     status, _ = post(receiver.url, b"x" * 1_000_001, "application/json")
     assert status == 413
     status, _ = post(receiver.url, gzip.compress(b" " * 2_000_000), "application/json", "gzip")
@@ -196,7 +243,9 @@ def test_serve_on_port_0_names_the_port_it_was_given(tmp_path):
         request = urllib.request.Request(url.group(1), data=body, headers=headers)
         with urllib.request.urlopen(request, timeout=30) as response:
             assert response.status == 200
+        assert post(url.group(1).replace("traces", "logs"), b"{}", "application/json") == (200, b"{}")
     finally:
         process.send_signal(signal.SIGINT)
         _, rest = process.communicate(timeout=30)
-    assert process.returncode == 0 and "1 spans received" in rest, (process.returncode, rest)
+    assert process.returncode == 0, rest
+    assert "1 spans received; requests of other signals acknowledged and not kept: 1 logs" in rest

@@ -8,7 +8,10 @@ the limit get 413, undecodable ones 400 with the reason; the server keeps going.
 
 All writes go through one writer thread, many requests per write; each write
 holds the store file only while it inserts (``agentscope.store.shared``), so
-readers and other writers use the store while the receiver runs.  A request is
+readers and other writers use the store while the receiver runs.  Metrics and
+logs (``/v1/metrics``, ``/v1/logs``) are acknowledged and dropped: an SDK given
+the generic ``OTEL_EXPORTER_OTLP_ENDPOINT`` sends every signal there, and a 404
+would have it log an export failure every minute.  A request is
 answered once its spans are committed — or, when the file stayed busy for
 ``STORE_WAIT_S``, spilled to the store's fsynced spool — so an exporter that got
 200 can forget its spans.  With a token, every request must carry
@@ -23,6 +26,7 @@ import queue
 import threading
 import time
 import zlib
+from collections import Counter
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -232,15 +236,20 @@ class Receiver:
         self.keep_content = keep_content
         """Keep prompts, completions and query text in the stored spans (``serve --keep-content``)."""
         self.received = 0
+        self.dropped: Counter[str] = Counter()
+        """Requests of other signals acknowledged and not kept, by signal (``metrics``, ``logs``)."""
         self.app = Starlette(
             routes=[
                 Route("/v1/traces", self.traces, methods=["POST"]),
+                Route("/v1/metrics", self.other_signal, methods=["POST"]),
+                Route("/v1/logs", self.other_signal, methods=["POST"]),
                 Route("/", self.health, methods=["GET"]),
             ]
         )
 
     async def health(self, request: Request) -> Response:
-        return PlainTextResponse(f"agentscope receiver: {self.received:,} spans received\n")
+        dropped = "".join(f"; {n:,} {signal} requests dropped" for signal, n in sorted(self.dropped.items()))
+        return PlainTextResponse(f"agentscope receiver: {self.received:,} spans received{dropped}\n")
 
     def _authorized(self, request: Request) -> bool:
         if self.token is None:
@@ -248,7 +257,8 @@ class Receiver:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self.token.encode())
 
-    async def traces(self, request: Request) -> Response:
+    def _refused(self, request: Request) -> Response | None:
+        """The answer to a request that is not let in (no token, or an encoding OTLP does not have)."""
         if not self._authorized(request):
             return PlainTextResponse(
                 "missing or wrong bearer token", status_code=401, headers={"WWW-Authenticate": "Bearer"}
@@ -256,6 +266,28 @@ class Receiver:
         content_type = request.headers.get("content-type", PROTOBUF).lower()
         if not (content_type.startswith(PROTOBUF) or content_type.startswith(JSON)):
             return PlainTextResponse(f"unsupported Content-Type {content_type!r}", status_code=415)
+        return None
+
+    async def other_signal(self, request: Request) -> Response:
+        """Metrics or logs: read, counted and answered with an empty (full) success, in the request's
+        encoding; an empty message is the same bytes for every signal's response."""
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        try:
+            await _read_body(request, self.max_body)
+        except BodyTooLarge:
+            return PlainTextResponse(f"body larger than {self.max_body:,} bytes", status_code=413)
+        except ValueError as exc:
+            return PlainTextResponse(str(exc), status_code=400)
+        self.dropped[request.url.path.rsplit("/", 1)[-1]] += 1
+        return _response(request.headers.get("content-type", PROTOBUF).lower(), 0, "")
+
+    async def traces(self, request: Request) -> Response:
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        content_type = request.headers.get("content-type", PROTOBUF).lower()
         try:
             body = await _read_body(request, self.max_body)
             records = decode(body, content_type)
