@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import inspect
+import pickle
 import time
 
 import pytest
@@ -321,3 +323,63 @@ def test_rate_limiter_waits_are_queue_spans(captured):
     asyncio.run(main())
     with pytest.raises(ValueError):
         ags.RateLimiter(rate=0)
+
+
+@ags.tool("pickled_tool")
+def pickled_tool(x: int) -> int:
+    return x + 1
+
+
+class Desk:
+    """A class whose decorated methods are pickled and copied as plain ones are."""
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+
+    @ags.tool
+    def add(self, x: int) -> int:
+        return self.base + x
+
+    @ags.tool
+    @staticmethod
+    def double(x: int) -> int:
+        return 2 * x
+
+    @ags.tool
+    @classmethod
+    def named(cls, x: int) -> str:
+        return f"{cls.__name__}:{x}"
+
+
+@pytest.mark.parametrize(
+    ("get", "args", "expected"),
+    [
+        (lambda: pickled_tool, (1,), 2),
+        (lambda: Desk(10).add, (1,), 11),
+        (lambda: Desk.add, (Desk(20), 1), 21),
+        (lambda: Desk.double, (4,), 8),
+        (lambda: Desk(0).double, (5,), 10),
+        (lambda: Desk.named, (1,), "Desk:1"),
+        (lambda: Desk(0).named, (2,), "Desk:2"),
+    ],
+    ids=[
+        "function",
+        "method",
+        "unbound",
+        "static",
+        "static-on-instance",
+        "classmethod",
+        "classmethod-on-instance",
+    ],
+)
+def test_decorated_functions_pickle_and_copy_as_plain_ones_do(get, args, expected, captured):
+    """multiprocessing pickles the function a child runs (Pool.map, ProcessPoolExecutor.submit), and
+    configurations holding callables get deep-copied: both failed on wrapt's proxy."""
+    decorated = get()
+    for clone in (pickle.loads(pickle.dumps(decorated)), copy.copy(decorated), copy.deepcopy(decorated)):
+        assert clone(*args) == expected
+    assert pickle.loads(pickle.dumps(pickled_tool)) is pickled_tool
+    assert copy.deepcopy(pickled_tool) is pickled_tool
+    method = Desk(1).add
+    assert copy.deepcopy(method).__self__ is not method.__self__  # as a plain method's deep copy
+    assert [captured.kind(span) for span in captured.spans] == ["tool"] * 3  # each clone still traced

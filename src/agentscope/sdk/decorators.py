@@ -10,6 +10,7 @@ with the package: ``ags.init()`` alone does not pay its ~50 ms.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import time
@@ -39,9 +40,47 @@ def _wrap(fn: F, spec: Spec) -> F:
         runner = call_generator
     else:
         runner = call
+    return _wrapper_type()(fn, functools.partial(runner, spec))  # type: ignore[return-value]
+
+
+@functools.cache
+def _wrapper_type() -> type:
+    """``wrapt.FunctionWrapper`` that pickles and copies as the undecorated function does.
+
+    wrapt's proxies refuse pickling and copying, and multiprocessing pickles the function a child runs
+    (``Pool.map(task, ...)``, ``ProcessPoolExecutor.submit``): a function pickles by its module and name,
+    a method as its object (or class) and name; copies of a function are the function itself.
+    """
     import wrapt
 
-    return wrapt.FunctionWrapper(fn, functools.partial(runner, spec))  # type: ignore[return-value]
+    class BoundTraced(wrapt.BoundFunctionWrapper):
+        def __reduce_ex__(self, protocol: object) -> object:
+            return getattr, (
+                self._self_owner if self._self_instance is None else self._self_instance,
+                self.__name__,
+            )
+
+        def __copy__(self) -> object:
+            return self
+
+        def __deepcopy__(self, memo: dict) -> object:
+            if self._self_instance is None:
+                return self
+            return getattr(copy.deepcopy(self._self_instance, memo), self.__name__)
+
+    class Traced(wrapt.FunctionWrapper):
+        __bound_function_wrapper__ = BoundTraced
+
+        def __reduce_ex__(self, protocol: object) -> object:
+            return self.__qualname__
+
+        def __copy__(self) -> object:
+            return self
+
+        def __deepcopy__(self, memo: dict) -> object:
+            return self
+
+    return Traced
 
 
 def _decorator(kind: str, build: Callable[[str, dict[str, Any]], tuple[str, dict[str, Any]]]) -> Callable:
