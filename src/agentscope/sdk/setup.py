@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -132,6 +133,8 @@ def init(
             STATE.open_spans = OpenSpans(TRACER_NAME)
             provider.add_span_processor(STATE.open_spans)
             atexit.register(shutdown)
+            if hasattr(os, "register_at_fork"):
+                os.register_at_fork(before=_before_fork)
         processors: list[SpanProcessor] = []
         if store is not None:
             # Here, not at the top: the store's writer reports through this package (a cycle).
@@ -153,6 +156,25 @@ def init(
         return
     if instrument:
         instrument_libraries()
+
+
+def _before_fork() -> None:
+    """Have a multiprocessing child flush when it ends: it leaves by ``os._exit``, past ``atexit``, and
+    runs only multiprocessing's finalizers, registered through its after-fork hooks (a child clears the
+    finalizers it inherits). Other forks (gunicorn, Celery) end through ``sys.exit`` and ``atexit``."""
+    try:
+        hooks = sys.modules.get("multiprocessing.util")
+        if hooks is not None and STATE.router is not None and not STATE.flushes_multiprocessing_children:
+            STATE.flushes_multiprocessing_children = True
+            hooks.register_after_fork(STATE.router, _flush_when_child_ends)
+    except Exception as exc:
+        report("preparing a fork", exc)
+
+
+def _flush_when_child_ends(router: Router) -> None:
+    from multiprocessing import util
+
+    util.Finalize(router, flush, exitpriority=10)
 
 
 def flush(timeout_millis: int = 30_000) -> bool:

@@ -61,6 +61,8 @@ class SDKState:
     router: Router | None = None
     private_provider: TracerProvider | None = None
     """agentscope's own provider, when the application's could not be joined."""
+    flushes_multiprocessing_children: bool = False
+    """A multiprocessing child flushes at its end (hooked before the first fork)."""
     open_spans: OpenSpans | None = None
     """Other instrumentations' open spans on the joined provider, which agentscope's spans join."""
     span_attributes: dict[str, str] = field(default_factory=dict)

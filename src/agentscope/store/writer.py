@@ -16,6 +16,11 @@ read-only folder) loses spans: they are counted in ``dropped`` and reported once
 through the ``agentscope`` logger.  The application's threads never wait on any
 of this: they only append to a queue.
 
+A fork (multiprocessing, gunicorn's and Celery's prefork workers) waits for a write
+in progress, so no child inherits one half done (the store's lock, an open DuckDB
+file); the child, which has no writer thread, starts its own and leaves the spans
+queued before the fork to the parent.
+
 The store's modules (DuckDB, Arrow) are imported, and the store created, by the
 first flush with spans to write, on the writer thread: ``ags.init()`` costs the
 application nothing for them, and a process that records no span never loads them.
@@ -23,8 +28,11 @@ application nothing for them, and a process that records no span never loads the
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -127,8 +135,33 @@ class StoreSpanProcessor(SpanProcessor):
         self._write_lock = threading.Lock()
         self._wake = threading.Event()
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="agentscope-store-writer", daemon=True)
-        self._thread.start()
+        self._thread = self._writer_thread()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(
+                before=_weakly(self._before_fork),
+                after_in_parent=_weakly(self._after_fork_in_parent),
+                after_in_child=_weakly(self._after_fork_in_child),
+            )
+
+    def _writer_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self._run, name="agentscope-store-writer", daemon=True)
+        thread.start()
+        return thread
+
+    def _before_fork(self) -> None:
+        self._write_lock.acquire()  # a write in progress ends first: tens of ms, a second if the file is busy
+
+    def _after_fork_in_parent(self) -> None:
+        self._write_lock.release()
+
+    def _after_fork_in_child(self) -> None:
+        """The child has no writer thread, and its queue holds the parent's spans, which the parent writes."""
+        self._queue.clear()
+        self._retry = []
+        self._write_lock = threading.Lock()
+        self._wake = threading.Event()
+        if not self._stopping:
+            self._thread = self._writer_thread()
 
     def _open(self) -> SharedStore:
         """The shared store, opened (its modules imported, the file created) when first needed: by the
@@ -180,13 +213,13 @@ class StoreSpanProcessor(SpanProcessor):
         """Write everything queued so far in one write; False if it had to be kept or spilled."""
         if not self._queue and not self._retry:
             return True  # before any import: a process that records no span loads no store
-        import duckdb
+        with self._write_lock:  # the imports too: a fork waits for them (a child would inherit their locks)
+            import duckdb
 
-        from agentscope.store.schema import rows_to_table
-        from agentscope.store.shared import StoreBusy
-        from agentscope.store.store import StoreError
+            from agentscope.store.schema import rows_to_table
+            from agentscope.store.shared import StoreBusy
+            from agentscope.store.store import StoreError
 
-        with self._write_lock:
             try:
                 rows = self._retry
                 self._retry = []
@@ -234,9 +267,22 @@ class StoreSpanProcessor(SpanProcessor):
         self._thread.join(timeout=30)
         if self.write_pending(self.shutdown_wait_s):
             return
-        from agentscope.store.schema import rows_to_table
-
         with self._write_lock:
+            from agentscope.store.schema import rows_to_table
+
             rows, self._retry = self._retry, []
             if rows:
                 self._keep(rows, rows_to_table(rows), spill=True)
+
+
+def _weakly(method: Callable[[], None]) -> Callable[[], None]:
+    """``method``, called only while its object lives: a fork hook cannot be unregistered, and must not
+    keep a replaced processor alive."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> None:
+        alive = ref()
+        if alive is not None:
+            alive()
+
+    return call
