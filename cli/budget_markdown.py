@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from agentscope.cli.render import blame_markdown_tables, ms_text
+from agentscope.cli.render import blame_markdown_tables, md_row, ms_text
 
 
 def money(value: float | None) -> str:
@@ -27,10 +27,6 @@ def count(value: float | None) -> str:
     if value >= 1e6:
         return f"{value / 1e6:,.2f} million"
     return f"{value:,.0f}"
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
 
 
 def budget_markdown(doc: Mapping[str, Any]) -> str:
@@ -54,8 +50,8 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
         *_decision(doc),
         "## Tokens",
         "",
-        _row(["", "per task", "per accepted task", "per month"]),
-        _row(["---", "---:", "---:", "---:"]),
+        md_row(["", "per task", "per accepted task", "per month"]),
+        md_row(["---", "---:", "---:", "---:"]),
     ]
     monthly = projection["monthly_tokens"]
     for key, label, month_key in (
@@ -64,10 +60,10 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
         ("cached_tokens", "cached input tokens", "cached"),
     ):
         lines.append(
-            _row([label, f"{per_task[key]:,.0f}", _maybe(per_accepted[key]), count(monthly[month_key])])
+            md_row([label, f"{per_task[key]:,.0f}", _maybe(per_accepted[key]), count(monthly[month_key])])
         )
     lines.append(
-        _row(
+        md_row(
             [
                 "LLM calls",
                 f"{per_task['llm_calls']:,.1f}",
@@ -92,12 +88,12 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
     lines += [
         "## Monthly cost",
         "",
-        _row(["option", "kind", "what", "per month", "per task", "per accepted task"]),
-        _row(["---", "---", "---", "---:", "---:", "---:"]),
+        md_row(["option", "kind", "what", "per month", "per task", "per accepted task"]),
+        md_row(["---", "---", "---", "---:", "---:", "---:"]),
     ]
     for option in sorted(doc["options"], key=lambda o: o["monthly_cost"]):
         lines.append(
-            _row(
+            md_row(
                 [
                     option["name"],
                     "per token" if option["kind"] == "per_token" else "fixed",
@@ -116,7 +112,7 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
             "The monthly token volume at which the per-token option costs as much as the fixed option "
             "running all month (at the traced input/output mix).",
             "",
-            _row(
+            md_row(
                 [
                     "per-token",
                     "fixed",
@@ -128,12 +124,12 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
                     "of TPM limit",
                 ]
             ),
-            _row(["---", "---", "---:", "---:", "---:", "---:", "---:", "---:"]),
+            md_row(["---", "---", "---:", "---:", "---:", "---:", "---:", "---:"]),
         ]
         for row in doc["break_even"]:
             share = row.get("share_of_tokens_per_minute_limit")
             lines.append(
-                _row(
+                md_row(
                     [
                         row["per_token"],
                         row["fixed"],
@@ -149,12 +145,12 @@ def budget_markdown(doc: Mapping[str, Any]) -> str:
     if doc["rate_limits"]:
         lines += ["", "## Rate-limit headroom (averages; peaks are higher)", ""]
         lines += [
-            _row(["option", "tier", "limit", "allowed", "average use", "share"]),
-            _row(["---", "---", "---", "---:", "---:", "---:"]),
+            md_row(["option", "tier", "limit", "allowed", "average use", "share"]),
+            md_row(["---", "---", "---", "---:", "---:", "---:"]),
         ]
         for row in doc["rate_limits"]:
             lines.append(
-                _row(
+                md_row(
                     [
                         row["option"],
                         str(row.get("tier") or "—"),
@@ -224,10 +220,10 @@ def _decision(doc: Mapping[str, Any]) -> list[str]:
     lines = [
         "## The options side by side",
         "",
-        _row(DECISION_HEADER),
-        _row(["---", *["---:"] * 4, "---", "---", "---"]),
+        md_row(DECISION_HEADER),
+        md_row(["---", *["---:"] * 4, "---", "---", "---"]),
     ]
-    return [*lines, *(_row(cells) for cells in decision_rows(doc)), ""]
+    return [*lines, *(md_row(cells) for cells in decision_rows(doc)), ""]
 
 
 def _maybe(value: float | None) -> str:

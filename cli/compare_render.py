@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentscope.cli.render import CATEGORY_COLORS, ms_text
+from agentscope.cli.render import CATEGORY_COLORS, md_row, ms_text
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -82,21 +82,34 @@ def compare_markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"## Comparison: {doc['baseline']['label']} → {doc['candidate']['label']}", ""]
     lines += [f"**{doc['summary']}**", ""]
     lines += [f"- {side}" for side in _sides(doc)]
-    lines += ["", "| | baseline ms | candidate ms | change |", "|---|---:|---:|---:|"]
+    lines += [
+        "",
+        md_row(["", "baseline ms", "candidate ms", "change"]),
+        md_row(["---", "---:", "---:", "---:"]),
+    ]
     for key, row in doc["latency_ms"].items():
-        lines.append(f"| {key} | {row['baseline_ms']:.1f} | {row['candidate_ms']:.1f} | {_change(row)} |")
+        lines.append(md_row([key, f"{row['baseline_ms']:.1f}", f"{row['candidate_ms']:.1f}", _change(row)]))
     lines += ["", f"### What a p{doc['percentile']:g} task is made of", ""]
-    lines += ["| category | baseline ms | candidate ms | change |", "|---|---:|---:|---:|"]
+    lines += [
+        md_row(["category", "baseline ms", "candidate ms", "change"]),
+        md_row(["---", "---:", "---:", "---:"]),
+    ]
     for row in doc["budget"]:
-        lines.append(
-            f"| {row['category']} | {row['baseline_ms']:.1f} | {row['candidate_ms']:.1f} | {_change(row)} |"
-        )
+        cells = [row["category"], f"{row['baseline_ms']:.1f}", f"{row['candidate_ms']:.1f}", _change(row)]
+        lines.append(md_row(cells))
     lines += ["", "### Operations that changed most", ""]
-    lines += ["| operation | category | baseline ms | candidate ms | change |", "|---|---|---:|---:|---:|"]
+    lines += [
+        md_row(["operation", "category", "baseline ms", "candidate ms", "change"]),
+        md_row(["---", "---", "---:", "---:", "---:"]),
+    ]
     for op in doc["operations"]:
-        lines.append(
-            f"| {op['name']} | {op['category']} | {op['baseline_ms']:.1f} | {op['candidate_ms']:.1f} | "
-            f"{_change(op)} |"
-        )
+        cells = [
+            op["name"],
+            op["category"],
+            f"{op['baseline_ms']:.1f}",
+            f"{op['candidate_ms']:.1f}",
+            _change(op),
+        ]
+        lines.append(md_row(cells))
     lines.append("")
     return "\n".join(lines)

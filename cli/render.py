@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.cells import cell_len
@@ -186,8 +187,13 @@ def print_blame(report: Mapping[str, Any], console: Console) -> None:
     console.print(blame_renderable(report, console.width))
 
 
-def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
+_LINE_BREAKS = re.compile(r"\s*[\r\n]+\s*")
+
+
+def md_row(cells: Iterable[str]) -> str:
+    """A Markdown table row. Names come from traces: a pipe in one is escaped and a line break becomes a
+    space, so no name splits its row."""
+    return "| " + " | ".join(_LINE_BREAKS.sub(" ", cell).replace("|", r"\|") for cell in cells) + " |"
 
 
 def blame_markdown_tables(report: Mapping[str, Any]) -> list[str]:
@@ -196,22 +202,22 @@ def blame_markdown_tables(report: Mapping[str, Any]) -> list[str]:
     lines = [
         f"### What a p{p:g} task is made of",
         "",
-        _md_row(["category", "ms", "share", "components"]),
-        _md_row(["---", "---:", "---:", "---"]),
+        md_row(["category", "ms", "share", "components"]),
+        md_row(["---", "---:", "---:", "---"]),
     ]
     for row in report["budget"]:
-        lines.append(_md_row([row["category"], f"{row['ms']:.1f}", f"{row['share']:.1%}", _components(row)]))
+        lines.append(md_row([row["category"], f"{row['ms']:.1f}", f"{row['share']:.1%}", _components(row)]))
     lines += [
         "",
         "### What if",
         "",
-        _md_row(["scenario", "speedups", "p50 ms", "p95 ms", "p95 change", "p95 range ms"]),
-        _md_row(["---", "---", "---:", "---:", "---:", "---"]),
+        md_row(["scenario", "speedups", "p50 ms", "p95 ms", "p95 change", "p95 range ms"]),
+        md_row(["---", "---", "---:", "---:", "---:", "---"]),
     ]
     for row in report["whatif"]:
         low, high = row["p95_ms_range"]
         lines.append(
-            _md_row(
+            md_row(
                 [
                     row["scenario"],
                     _speedups(row["speedups"])
@@ -246,12 +252,12 @@ def blame_markdown(report: Mapping[str, Any]) -> str:
     lines += [
         "### Top operations on the critical path",
         "",
-        _md_row(["operation", "category", "ms", "share", "calls/task"]),
-        _md_row(["---", "---", "---:", "---:", "---:"]),
+        md_row(["operation", "category", "ms", "share", "calls/task"]),
+        md_row(["---", "---", "---:", "---:", "---:"]),
     ]
     for op in report["operations"]:
         lines.append(
-            _md_row(
+            md_row(
                 [
                     op["name"],
                     op["category"],

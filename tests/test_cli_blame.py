@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,6 +126,46 @@ def test_markdown_and_table_carry_the_same_numbers(store_path, tmp_path):
     assert result.exit_code == 0
     text = out.read_text()
     assert "What a p95 task is made of" in text and "search_kb" in text and "verdict" in text
+
+
+def _table_widths(markdown: str) -> list[set[int]]:
+    """Per Markdown table, the numbers of cells its rows have (unescaped pipes)."""
+    tables: list[list[str]] = []
+    previous = ""
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            if not previous.startswith("|"):
+                tables.append([])
+            tables[-1].append(line)
+        previous = line
+    return [{len(re.findall(r"(?<!\\)\|", row)) for row in table} for table in tables]
+
+
+def test_names_with_pipes_and_line_breaks_keep_every_markdown_table_whole(tmp_path):
+    """Tool, task and model names come from traces: a pipe or a line break in one must not split a row."""
+    rows = []
+    for k in range(5):
+        trace, task, tool = f"{k:032x}", f"{k:015x}a", f"{k:015x}b"
+        rows += [
+            store_row(
+                trace, task, None, "task", 0, 100 + k, "triage|ticket", **{A.TASK_NAME: "triage|ticket"}
+            ),
+            store_row(
+                trace, tool, task, "tool", 10, 90, "lookup", **{A.GEN_AI_TOOL_NAME: "search|filter\nv2"}
+            ),
+        ]
+    path = tmp_path / "s.duckdb"
+    with Store(path) as store:
+        store.insert(rows_to_table(rows))
+    outputs = [
+        runner.invoke(app, ["blame", "--store", str(path), "--format", "markdown"]).stdout,
+        runner.invoke(app, ["budget", "--store", str(path), "--format", "markdown"]).stdout,
+        runner.invoke(app, ["compare", str(path), str(path), "--format", "markdown"]).stdout,
+    ]
+    assert all(r"| search\|filter v2 | tool |" in outputs[n] for n in (0, 2))  # budget names no operation
+    for markdown in outputs:
+        widths = _table_widths(markdown)
+        assert widths and all(len(width) == 1 for width in widths), widths
 
 
 def test_store_given_as_path(store_path):
