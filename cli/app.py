@@ -51,6 +51,7 @@ from agentscope.budget.catalog import CatalogError
 from agentscope.budget.catalog import load as load_catalog
 from agentscope.budget.pipeline import budget_store
 from agentscope.ingest.limits import DEFAULT_MAX_BODY
+from agentscope.ingest.runs import stored_trace_ids
 from agentscope.store import Store, StoreError, default_store_path
 from agentscope.store.query import PROBE_SERVICE, llm_call_intervals, llm_token_counts
 from agentscope.store.selection import Selection, SelectionError, format_time, parse_duration, parse_time
@@ -729,7 +730,12 @@ def budget(
 
 @app.command()
 def show(
-    trace_id: Annotated[str, typer.Argument(help="The trace to draw (32 hex digits).")],
+    trace_id: Annotated[
+        str,
+        typer.Argument(
+            help="The trace to draw: 32 hex digits, or the id LangSmith, Langfuse or Jaeger shows."
+        ),
+    ],
     store: StoreOption = None,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
     no_repair: NoRepairOption = False,
@@ -744,9 +750,13 @@ def show(
             raise UsageProblem(f"--format {fmt!r}: choose table or json")
         selection = selection_of(task, service, since, until)
         with open_store(None, store, Console(stderr=True)) as opened:
-            explanation = explain_stored_trace(
-                opened, trace_id.lower(), repair=not no_repair, selection=selection
-            )
+            ids = stored_trace_ids(trace_id)
+            if not ids:
+                raise UsageProblem("TRACE_ID is empty: give the id of a trace in the store")
+            for stored in ids:
+                explanation = explain_stored_trace(opened, stored, repair=not no_repair, selection=selection)
+                if explanation is not None:
+                    break
             where = opened.path
     except UsageProblem as exc:
         raise fail(str(exc)) from None
@@ -756,7 +766,7 @@ def show(
     if not explanation.is_task:
         root = explanation.trace.value("name", explanation.task)
         Console(stderr=True).print(
-            f"note: trace {trace_id} holds no task (a span of kind task, or an agent invocation or root "
+            f"note: trace {stored} holds no task (a span of kind task, or an agent invocation or root "
             f"with an llm or tool span under it); explaining its root span {root!r} instead",
             highlight=False,
         )

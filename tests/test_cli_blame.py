@@ -13,6 +13,7 @@ import jsonschema
 import pytest
 from agentscope.cli.app import app
 from tracebuild import store_row
+from traces_fixtures import jaeger_document
 from typer.testing import CliRunner
 
 from agentscope import attributes as A
@@ -166,6 +167,76 @@ def test_names_with_pipes_and_line_breaks_keep_every_markdown_table_whole(tmp_pa
     for markdown in outputs:
         widths = _table_widths(markdown)
         assert widths and all(len(width) == 1 for width in widths), widths
+
+
+def _langsmith_run(run_id: str, run_type: str, parent: str | None, start: str, end: str) -> dict:
+    return {
+        "id": run_id,
+        "trace_id": LANGSMITH_TRACE,
+        "parent_run_id": parent,
+        "name": run_type,
+        "run_type": run_type,
+        "start_time": f"2026-12-01T08:00:{start}Z",
+        "end_time": f"2026-12-01T08:00:{end}Z",
+    }
+
+
+LANGSMITH_TRACE = "01A230A8-9BA7-710F-9F16-BEB5C64F98C5"  # as LangSmith's page shows it, in capitals
+
+
+def test_show_finds_a_trace_by_the_id_the_tool_it_came_from_shows(tmp_path):
+    """A LangSmith UUID with its dashes, a Langfuse id that is free text, Jaeger's 16 digits, and our
+    own hex in capitals with spaces around it all name the trace they were stored as."""
+    runs = [
+        _langsmith_run("01a230a8-9bbf-7685-b1c1-c7275dcd7623", "chain", None, "00.0", "02.0"),
+        _langsmith_run(
+            "01a230a8-9bd0-7c33-8a51-0f3b1d3e4a7b",
+            "llm",
+            "01a230a8-9bbf-7685-b1c1-c7275dcd7623",
+            "00.1",
+            "01.9",
+        ),
+    ]
+    observations = [
+        {
+            "id": "root-obs",
+            "traceId": "support-ticket-42",
+            "type": "AGENT",
+            "name": "support",
+            "startTime": "2026-12-01T09:00:00Z",
+            "endTime": "2026-12-01T09:00:02Z",
+        },
+        {
+            "id": "chat-obs",
+            "traceId": "support-ticket-42",
+            "type": "GENERATION",
+            "name": "chat",
+            "parentObservationId": "root-obs",
+            "model": "gpt-oss-120b",
+            "startTime": "2026-12-01T09:00:00.5Z",
+            "endTime": "2026-12-01T09:00:01.5Z",
+        },
+    ]
+    jaeger = jaeger_document()
+    for span in jaeger["data"][0]["spans"]:
+        span["traceID"] = "0123456789abcdef"
+    jaeger["data"][0]["traceID"] = "0123456789abcdef"
+    (tmp_path / "runs.jsonl").write_text("".join(json.dumps(run) + "\n" for run in runs))
+    (tmp_path / "observations.json").write_text(json.dumps({"data": observations}))
+    (tmp_path / "jaeger.json").write_text(json.dumps(jaeger))
+    store = tmp_path / "s.duckdb"
+    assert runner.invoke(app, ["ingest", str(tmp_path), "--store", str(store)]).exit_code == 0
+    for given, task in [
+        (LANGSMITH_TRACE, "chain"),
+        ("support-ticket-42", "support"),
+        ("0123456789ABCDEF", "agent.run"),
+        (f"  {LANGSMITH_TRACE.replace('-', '')}  ", "chain"),
+    ]:
+        shown = runner.invoke(app, ["show", given, "--store", str(store), "--format", "json"])
+        assert shown.exit_code == 0, (given, shown.output)
+        assert json.loads(shown.stdout)["task"]["name"] == task
+    empty = runner.invoke(app, ["show", " ", "--store", str(store)])
+    assert empty.exit_code == 2 and "TRACE_ID is empty" in empty.output
 
 
 def test_store_given_as_path(store_path):

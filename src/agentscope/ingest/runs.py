@@ -8,6 +8,7 @@ takes: OTel-width hex ids, integer nanoseconds, one object at a time.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import itertools
@@ -20,7 +21,7 @@ import orjson
 
 from agentscope import attributes as A
 from agentscope.ingest.jsonstream import JSONStreamError, iter_array
-from agentscope.ingest.records import BadSpan, Record
+from agentscope.ingest.records import BadSpan, Record, hex_id
 
 _ISO = re.compile(
     r"(\d{4})-(\d\d)-(\d\d)[T ](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?\s*(Z|[+-]\d\d:?\d\d)?$", re.IGNORECASE
@@ -81,6 +82,19 @@ def trace_id_of(value: Any, what: str) -> str:
     if _HEX.issuperset(digits) and len(digits) == 32 and digits.strip("0"):
         return digits
     return hashlib.blake2b(value.encode(), digest_size=16).hexdigest()
+
+
+def stored_trace_ids(text: str) -> list[str]:
+    """The stored trace ids that ``text``, a trace id as a user copied it, may stand for, likeliest first:
+    agentscope's and OpenTelemetry's hex in any case, Jaeger's 16 digits, a LangSmith UUID with its dashes,
+    a Langfuse or LangSmith id that is free text (stored as its hash, see :func:`trace_id_of`)."""
+    text = text.strip()
+    if not text:
+        return []
+    ids = [trace_id_of(text, "trace id")]
+    with contextlib.suppress(BadSpan):
+        ids.insert(0, hex_id(text, 32, "trace id"))
+    return list(dict.fromkeys(ids))
 
 
 def first_line(text: Any, limit: int = 500) -> str | None:
