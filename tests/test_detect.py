@@ -326,11 +326,28 @@ def test_an_array_of_otlp_requests_names_a_bad_request_by_its_place(tmp_path):
     assert summary.stored == len(sent) and set(kinds) == set(sent)
 
 
+LANGFUSE_TRACE = {
+    "id": "t-1",
+    "timestamp": "2026-12-01T09:00:00.000Z",
+    "name": "support",
+    "htmlPath": "/project/p/traces/t-1",
+    "latency": 2.1,
+    "observations": ["o-1", "o-2"],
+}
+"""A row of Langfuse's traces (its traces table's export, /api/public/traces): no span times in it."""
+LANGFUSE_TRACES = "Langfuse traces, which hold no span times: export their observations instead"
+
+
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
         ('[{"name": "x", "tags": {}}, {"traceId": "a"}]', "its keys: name, tags"),
         ("[1, 2]", "its keys: not an object"),
+        ('{"data": [{"a": 1, "b": 2}], "meta": {}}', "a page (data) whose first element is none of"),
+        ('{"data": [{"a": 1, "b": 2}], "meta": {}}', "its keys: a, b"),
+        (json.dumps({"data": [LANGFUSE_TRACE], "meta": {"page": 1}}), LANGFUSE_TRACES),
+        (json.dumps([LANGFUSE_TRACE]), LANGFUSE_TRACES),
+        (json.dumps(LANGFUSE_TRACE) + "\n", LANGFUSE_TRACES),
         ('{"inputs": {"a": 1}, "outputs": [1, 2]}\n', "its keys: inputs, outputs"),
         ('{"name": "x", "tags": ["a"]', "cannot be read"),  # cut inside its only record
     ],

@@ -115,11 +115,18 @@ def _format_of(shape: _Shape, array: bool) -> str:
             return found
         if "traceID" in element or "spans" in element:
             return "jaeger"
+        _refuse_langfuse_traces(element)
+        named = ", ".join(sorted(element)[:8]) or "not an object"
+        raise UnknownFormat(
+            "a page (data) whose first element is none of Jaeger traces (traceID, spans), LangSmith runs "
+            f"(run_type) or Langfuse observations (traceId/startTime); its keys: {named}"
+        )
     if shape.envelope == "spans" or "traceID" in keys:
         return "jaeger-trace"
     found = _record_format(keys)
     if found is not None:
         return found
+    _refuse_langfuse_traces(keys)
     named = ", ".join(sorted(keys)[:8]) or "no keys"
     raise UnknownFormat(
         f"a JSON object that is none of OTLP (resourceSpans), Jaeger (data/spans), "
@@ -138,12 +145,23 @@ def _array_format(shape: _Shape) -> str:
         return found
     if shape.empty or element >= {"traceId", "id"}:
         return "zipkin"
+    _refuse_langfuse_traces(element)
     named = ", ".join(sorted(element)[:8]) or "not an object"
     raise UnknownFormat(
         "a JSON array whose first element is none of OTLP requests (resourceSpans), Zipkin spans "
         "(traceId, id), LangSmith runs (run_type) or Langfuse observations (traceId/startTime); "
         f"its keys: {named}"
     )
+
+
+def _refuse_langfuse_traces(keys: set[str]) -> None:
+    """Langfuse's traces (the traces table's export, ``/api/public/traces``) list their observations by
+    id and carry no span times: say which export to take instead."""
+    if {"observations", "timestamp"} <= keys and "startTime" not in keys:
+        raise UnknownFormat(
+            "Langfuse traces, which hold no span times: export their observations instead "
+            "(GET /api/public/observations, or the observations table) and ingest those"
+        )
 
 
 def _record_format(keys: set[str]) -> str | None:
