@@ -147,6 +147,70 @@ def test_catalog_errors_name_the_entry_and_field(tmp_path):
     assert variants(DEFAULT_SCENARIOS)
 
 
+TOKEN_OPTION = 'name="{name}"\nprovider="x"\nmodel="m"\ninput_per_million={price}\noutput_per_million=2\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[[per_token]]\n" + TOKEN_OPTION.format(name="a", price="nan"),
+            "input_per_million must be a non-negative number, got nan",
+        ),
+        (
+            "[[per_token]]\n" + TOKEN_OPTION.format(name="a", price="inf"),
+            "input_per_million must be a non-negative number, got inf",
+        ),
+        (
+            '[[fixed]]\nname="g"\nprovider="x"\nunit="GPU"\nper_hour=nan\n',
+            "per_hour must be a non-negative number",
+        ),
+        (
+            "[[per_token]]\n"
+            + TOKEN_OPTION.format(name="a", price=1)
+            + "[per_token.limits]\ntokens_per_minute=0\n",
+            "limits.tokens_per_minute must be a positive number, got 0",
+        ),
+        (
+            "[[per_token]]\n"
+            + TOKEN_OPTION.format(name="a", price=1)
+            + "[per_token.limits]\nrequests_per_minute=-5\n",
+            "limits.requests_per_minute must be a positive number, got -5",
+        ),
+        (
+            "[[per_token]]\n" + TOKEN_OPTION.format(name="a", price=1) + 'limits = "fast"\n',
+            "limits must be a [per_token.limits] table",
+        ),
+        ("per_token = 5\n", "per_token must be [[per_token]] tables, got 5"),
+        ("fixed = [1]\n", "fixed must be [[fixed]] tables, got [1]"),
+        (
+            "[[per_token]]\n"
+            + TOKEN_OPTION.format(name="a", price=1)
+            + "[[fixed]]\n"
+            + 'name="a"\nprovider="x"\nunit="GPU"\nper_hour=2\n',
+            "option names must be unique; given more than once: a",
+        ),
+    ],
+    ids=[
+        "nan",
+        "inf",
+        "fixed-nan",
+        "zero-limit",
+        "negative-limit",
+        "limits-not-a-table",
+        "not-tables",
+        "not-tables-fixed",
+        "repeated-name",
+    ],
+)
+def test_catalog_values_that_would_print_nonsense_are_refused_by_name(text, message):
+    """NaN and infinite prices printed NaN into budget's JSON, a limit of 0 an infinite share, a key
+    that is not a list of tables an internal error, and two options of one name made rows ambiguous."""
+    with pytest.raises(CatalogError) as refused:
+        parse(text, "mine.toml")
+    assert str(refused.value).startswith("mine.toml: ") and message in str(refused.value)
+
+
 def test_the_population_sums_to_the_nanosecond_in_any_order_and_ranks_only_its_window(monkeypatch):
     """Means and sums add each task's components rounded to a whole nanosecond, exactly, so any order of
     the tasks gives one population; percentiles are the nearest ranks of the sorted values; the window

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from importlib import resources
@@ -76,9 +77,34 @@ def _number(entry: dict[str, Any], key: str, where: str, required: bool = True) 
     value = entry.get(key)
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
         raise CatalogError(f"{where}: {key} must be a non-negative number, got {value!r}")
     return float(value)
+
+
+def _entries(data: dict[str, Any], kind: str, origin: str) -> list[dict[str, Any]]:
+    """The ``[[kind]]`` tables of a catalog (none when it has no such key)."""
+    entries = data.get(kind, [])
+    if not isinstance(entries, list) or not all(isinstance(entry, dict) for entry in entries):
+        raise CatalogError(f"{origin}: {kind} must be [[{kind}]] tables, got {entries!r}")
+    return entries
+
+
+_LIMITS = ("tokens_per_minute", "requests_per_minute")
+
+
+def _limits(entry: dict[str, Any], where: str) -> dict[str, Any]:
+    """An option's rate limits: each a positive number (a limit of 0 would be no service at all)."""
+    limits = entry.get("limits") or {}
+    if not isinstance(limits, dict):
+        raise CatalogError(f"{where}: limits must be a [per_token.limits] table, got {limits!r}")
+    for key in _LIMITS:
+        value = limits.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
+        ):
+            raise CatalogError(f"{where}: limits.{key} must be a positive number, got {value!r}")
+    return dict(limits)
 
 
 def _text(entry: dict[str, Any], key: str, where: str) -> str:
@@ -95,7 +121,7 @@ def parse(text: str, origin: str) -> Catalog:
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{origin}: not valid TOML: {exc}") from None
     per_token, fixed = [], []
-    for n, entry in enumerate(data.get("per_token", []), start=1):
+    for n, entry in enumerate(_entries(data, "per_token", origin), start=1):
         where = f"{origin}: per_token entry {n} ({entry.get('name', '?')})"
         per_token.append(
             PerTokenOption(
@@ -105,11 +131,11 @@ def parse(text: str, origin: str) -> Catalog:
                 input_per_million=_number(entry, "input_per_million", where),
                 output_per_million=_number(entry, "output_per_million", where),
                 cached_input_per_million=_number(entry, "cached_input_per_million", where, required=False),
-                limits=dict(entry.get("limits") or {}),
+                limits=_limits(entry, where),
                 source=str(entry.get("source", "")),
             )
         )
-    for n, entry in enumerate(data.get("fixed", []), start=1):
+    for n, entry in enumerate(_entries(data, "fixed", origin), start=1):
         where = f"{origin}: fixed entry {n} ({entry.get('name', '?')})"
         count = entry.get("count", 1)
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
@@ -126,6 +152,12 @@ def parse(text: str, origin: str) -> Catalog:
         )
     if not per_token and not fixed:
         raise CatalogError(f"{origin}: no [[per_token]] or [[fixed]] entries")
+    names = [option.name for option in (*per_token, *fixed)]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise CatalogError(
+            f"{origin}: option names must be unique; given more than once: {', '.join(repeated)}"
+        )
     return Catalog(tuple(per_token), tuple(fixed), origin)
 
 
