@@ -79,8 +79,48 @@ def test_presets_say_their_sources_and_bad_profiles_are_named(tmp_path):
     bad.write_text(
         'name = "x"\nkind = "measured"\n[figures]\ndecode_tokens_per_s = { value = -1, source = "me" }\n'
     )
-    with pytest.raises(ProfileError, match=r"bad\.toml: figures\.decode_tokens_per_s must be ≥ 0"):
+    with pytest.raises(
+        ProfileError, match=r"bad\.toml: figures\.decode_tokens_per_s must be a finite number ≥ 0"
+    ):
         load_profile(bad)
+
+
+FIGURE = '[figures]\ndecode_tokens_per_s = {{ value = {rate}, source = "me" }}\n'
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('name = "x"\n' + FIGURE.format(rate=500), "a profile needs a kind, one of reported, measured"),
+        (
+            'name = "x"\nkind = "measured"\n' + FIGURE.format(rate="nan"),
+            "decode_tokens_per_s must be a finite",
+        ),
+        (
+            'name = "x"\nkind = "measured"\n' + FIGURE.format(rate="inf"),
+            "decode_tokens_per_s must be a finite",
+        ),
+        ('name = "x"\nkind = "measured"\nfigures = 3\n', "figures must be a [figures] table, not 3"),
+        (
+            'name = "x"\nkind = "measured"\nresiduals_ms = ["a"]\n' + FIGURE.format(rate=500),
+            "residuals_ms must be a list of finite numbers of ms",
+        ),
+        (
+            'name = "x"\nkind = "measured"\ncalls = [{input_tokens = 1, output_tokens = 1, ttft_ms = nan, '
+            "total_ms = 5}]\n" + FIGURE.format(rate=500),
+            "calls[0] has a negative or non-finite figure",
+        ),
+    ],
+    ids=["no-kind", "nan", "inf", "figures-not-a-table", "residuals", "call-nan"],
+)
+def test_profile_values_that_cannot_be_used_are_named(text, message, tmp_path):
+    """A missing kind said 'not None'; NaN figures were taken, and a figures key that is not a table or
+    residuals that are not numbers ended in an internal error."""
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    with pytest.raises(ProfileError) as refused:
+        load_profile(path)
+    assert str(refused.value).startswith(f"{path}: ") and message in str(refused.value)
 
 
 def test_blame_target_rows_validate_and_name_the_best_target(tmp_path):

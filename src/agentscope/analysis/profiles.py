@@ -40,6 +40,7 @@ engine with, and a task's p95 is made of calls that met a busy engine.
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import sys
 from collections.abc import Sequence
@@ -214,16 +215,25 @@ def parse_profile(data: dict[str, Any], where: str) -> CandidateProfile:
     if not isinstance(name, str) or not name:
         raise ProfileError(f"{where}: a profile needs a name")
     kind = data.get("kind")
+    if kind is None:
+        raise ProfileError(f"{where}: a profile needs a kind, one of {', '.join(KINDS)}")
     if kind not in KINDS:
         raise ProfileError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    entries = data.get("figures") or {}
+    if not isinstance(entries, dict):
+        raise ProfileError(f"{where}: figures must be a [figures] table, not {entries!r}")
     figures: dict[str, Figure] = {}
-    for figure, entry in (data.get("figures") or {}).items():
+    for figure, entry in entries.items():
         if figure not in FIGURES:
             raise ProfileError(f"{where}: unknown figure {figure!r} (known: {', '.join(FIGURES)})")
         if not isinstance(entry, dict) or not isinstance(entry.get("value"), int | float):
             raise ProfileError(f"{where}: figures.{figure} needs a numeric value and a source")
-        if entry["value"] < 0 or not isinstance(entry.get("source"), str) or not entry["source"]:
-            raise ProfileError(f"{where}: figures.{figure} must be ≥ 0 and say its source")
+        if (
+            not 0 <= entry["value"] < math.inf
+            or not isinstance(entry.get("source"), str)
+            or not entry["source"]
+        ):
+            raise ProfileError(f"{where}: figures.{figure} must be a finite number ≥ 0 and say its source")
         figures[figure] = Figure(float(entry["value"]), entry["source"])
     if "decode_tokens_per_s" not in figures or figures["decode_tokens_per_s"].value <= 0:
         raise ProfileError(f"{where}: a profile needs a decode_tokens_per_s above 0")
@@ -240,7 +250,7 @@ def parse_profile(data: dict[str, Any], where: str) -> CandidateProfile:
         figures=figures,
         model=data.get("model"),
         description=str(data.get("description") or ""),
-        residuals_ms=[float(r) for r in data.get("residuals_ms") or []],
+        residuals_ms=_residuals(data.get("residuals_ms") or [], where),
         concurrency=concurrency,
     )
 
@@ -262,10 +272,21 @@ def _calls(entries: Any, where: str) -> tuple[ProbeCall, ...]:
             raise ProfileError(
                 f"{where}: calls[{k}] needs input_tokens, output_tokens, ttft_ms and total_ms"
             ) from None
-        if min(call.input_tokens, call.output_tokens) < 0 or min(call.ttft_ms, call.total_ms) < 0:
-            raise ProfileError(f"{where}: calls[{k}] has a negative figure")
+        if min(call.input_tokens, call.output_tokens) < 0 or not all(
+            0 <= ms < math.inf for ms in (call.ttft_ms, call.total_ms)
+        ):
+            raise ProfileError(f"{where}: calls[{k}] has a negative or non-finite figure")
         calls.append(call)
     return tuple(calls)
+
+
+def _residuals(values: Any, where: str) -> list[float]:
+    """A fit's residuals: finite milliseconds (they set the prediction's range)."""
+    if not isinstance(values, list) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    ):
+        raise ProfileError(f"{where}: residuals_ms must be a list of finite numbers of ms")
+    return [float(v) for v in values]
 
 
 def load_profile(path: Path) -> CandidateProfile:
