@@ -107,3 +107,28 @@ def test_a_folder_with_nothing_to_read_is_named_and_the_other_paths_are_read(tmp
     assert result.returncode == 2, result.stderr
     assert f"{tmp_path / 'empty'}: a folder with no files (hidden ones skipped)" in result.stderr
     assert spans_in(store) == 3
+
+
+def test_a_folder_that_holds_its_store_and_another_is_ingested_again_without_problems(tmp_path):
+    """``agentscope ingest .`` where the default store lives: its own files are not inputs, and a second
+    store in the folder is merged without its lock files, WAL or spool read as traces."""
+    (tmp_path / "spans.jsonl").write_bytes(LINES[: LINES.index(b"\n") + 1])
+    other = tmp_path / "team" / "other.duckdb"
+    other.parent.mkdir()
+    other_lines = tmp_path / "other-input.jsonl"
+    other_lines.write_bytes(dumps(agent_trace_otlp("f" * 32)) + b"\n")
+    assert ingest(other_lines, store=other).returncode == 0
+    other_lines.unlink()
+    for sidecar in (".lock", ".lock.queue", ".wal"):
+        other.with_name(other.name + sidecar).touch()
+    (other.with_name(other.name + ".spool") / "batch.arrow.tmp").parent.mkdir()
+    (other.with_name(other.name + ".spool") / "batch.arrow.tmp").write_bytes(b"")
+    store = tmp_path / "agentscope.duckdb"
+    first = ingest(tmp_path, store=store)
+    assert first.returncode == 0, first.stderr
+    again = ingest(tmp_path, store=store)
+    assert again.returncode == 0, again.stderr
+    assert "problem" not in again.stderr and "skipped: the store being written" in again.stdout + again.stderr
+    assert spans_in(store) == 6
+    itself = ingest(store, store=store)
+    assert itself.returncode == 0 and "skipped: the store being written" in itself.stdout + itself.stderr

@@ -259,6 +259,9 @@ def ingest_file(
     (a store file is merged as it is: its writer chose)."""
     traces = set() if traces is None else traces
     name = str(path)
+    if store.path is not None and path.resolve() == store.path.resolve():
+        summary.skipped["the store being written"] += 1  # a folder that holds its store: nothing to add
+        return
     summary.files += 1
     try:
         fmt, stream = open_detected(path)

@@ -44,8 +44,32 @@ FORMATS = (
 )
 
 
+STORE_SIDECARS = (".lock", ".lock.queue", ".wal", ".spool")
+"""What a store keeps beside itself: its lock files, DuckDB's write-ahead log, its spool folder."""
+
+
+def _sidecars(folder: str, names: list[str]) -> set[str]:
+    """The names in ``folder`` that are a store's own files beside it (the store is read; they are not)."""
+    found = set()
+    for name in names:
+        for suffix in STORE_SIDECARS:
+            base = name.removesuffix(suffix)
+            if base != name and base in names and _is_store(Path(folder) / base):
+                found.add(name)
+    return found
+
+
+def _is_store(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return file.read(12)[8:12] == sniff.DUCKDB_MAGIC
+    except OSError:
+        return False
+
+
 def expand(paths: list[Path], unreadable: list[tuple[Path, str]] | None = None) -> Iterator[Path]:
-    """Files under ``paths`` (folders recursively, sorted), skipping hidden files.
+    """Files under ``paths`` (folders recursively, sorted), skipping hidden files and the files a store
+    keeps beside itself (:data:`STORE_SIDECARS`).
 
     A folder that cannot be listed is not skipped silently: it is added to
     ``unreadable`` with the reason (the caller reports it).
@@ -61,8 +85,11 @@ def expand(paths: list[Path], unreadable: list[tuple[Path, str]] | None = None) 
                 unreadable.append((Path(error.filename or top), error.strerror or str(error)))
 
         for folder, folders, files in os.walk(path, onerror=note):
-            folders[:] = sorted(name for name in folders if not name.startswith("."))
-            found += [Path(folder) / name for name in files if not name.startswith(".")]
+            sidecars = _sidecars(folder, [*files, *folders])
+            folders[:] = sorted(name for name in folders if not name.startswith(".") and name not in sidecars)
+            found += [
+                Path(folder) / name for name in files if not name.startswith(".") and name not in sidecars
+            ]
         yield from sorted(found)
 
 
