@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import gc
 import inspect
 import pickle
@@ -383,3 +384,32 @@ def test_decorated_functions_pickle_and_copy_as_plain_ones_do(get, args, expecte
     method = Desk(1).add
     assert copy.deepcopy(method).__self__ is not method.__self__  # as a plain method's deep copy
     assert [captured.kind(span) for span in captured.spans] == ["tool"] * 3  # each clone still traced
+
+
+class Scorer:
+    """A callable object, as frameworks hand tools around."""
+
+    def __call__(self, x: int) -> int:
+        return 3 * x
+
+
+async def _add(x: int, y: int) -> int:
+    await asyncio.sleep(0.02)
+    return x + y
+
+
+def test_partials_and_callable_objects_are_decorated_and_named_by_what_they_call(captured):
+    """A ``functools.partial`` or a callable object has no ``__name__``: decorating one raised
+    AttributeError in the user's program."""
+    assert ags.tool(functools.partial(pow, 2))(5) == 32
+    assert ags.tool(Scorer())(2) == 6
+    assert ags.tool("scaled")(functools.partial(functools.partial(pow, 2), 3))() == 8
+    assert asyncio.run(ags.tool(functools.partial(_add, 1))(2)) == 3
+    assert captured.names() == [
+        "execute_tool pow",
+        "execute_tool Scorer",
+        "execute_tool scaled",
+        "execute_tool _add",
+    ]
+    awaited = captured.one("execute_tool _add")
+    assert awaited.end_time - awaited.start_time >= 15_000_000  # the span covers the await

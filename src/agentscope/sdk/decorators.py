@@ -30,6 +30,15 @@ def _target(fn: Any) -> Callable:
     return getattr(fn, "__func__", fn)
 
 
+def _name_of(fn: Any) -> str:
+    """The span name a callable gives by default: its ``__name__``; a ``functools.partial``'s function's;
+    else its type's (a callable object)."""
+    target = _target(fn)
+    while isinstance(target, functools.partial):
+        target = target.func
+    return getattr(target, "__name__", None) or type(target).__name__
+
+
 def _wrap(fn: F, spec: Spec) -> F:
     target = _target(fn)
     if inspect.isasyncgenfunction(target):
@@ -89,11 +98,11 @@ def _decorator(kind: str, build: Callable[[str, dict[str, Any]], tuple[str, dict
     def decorator(name_or_fn: Any = None, /, **options: Any) -> Any:
         if callable(name_or_fn) or isinstance(name_or_fn, (staticmethod, classmethod)):
             fn = name_or_fn
-            span_name, attributes = build(_target(fn).__name__, options)
+            span_name, attributes = build(_name_of(fn), options)
             return _wrap(fn, Spec(span_name, kind, attributes))
 
         def apply(fn: F) -> F:
-            name = name_or_fn or options.get("name") or _target(fn).__name__
+            name = name_or_fn or options.get("name") or _name_of(fn)
             span_name, attributes = build(name, options)
             return _wrap(fn, Spec(span_name, kind, attributes))
 
