@@ -124,6 +124,7 @@ CONTENT_PREFIXES = (
     "embedding.embeddings.",
     "gen_ai.prompt.",
     "gen_ai.completion.",
+    "db.query.parameter.",  # OpenTelemetry's database conventions: a query's parameter values
 )
 """Prefixes of flattened content keys (``llm.input_messages.0.message.content``, ``gen_ai.prompt.0.x``)."""
 
