@@ -2,7 +2,9 @@
 
 sqlite3's connection and cursor are C types that cannot be patched, so
 ``connect`` returns a thin proxy that times ``execute``, ``executemany`` and
-``executescript`` on the connection and on its cursors.  Modules that imported
+``executescript`` on the connection and on its cursors (and hands ``backup`` the
+real connection it is given).  C code that takes a connection checks its type, so
+``sqlite3.Cursor(connection)`` needs ``connection.cursor()`` instead.  Modules that imported
 ``connect`` by name before ``ags.instrument()`` keep the original.
 """
 
@@ -51,6 +53,10 @@ class TracedConnection(wrapt.ObjectProxy):
 
     def executescript(self, *args: Any, **kwargs: Any) -> TracedCursor:
         return TracedCursor(_statement("executescript", self, args, kwargs))
+
+    def backup(self, target: Any, *args: Any, **kwargs: Any) -> None:
+        """The C method takes only a real connection as its target: a traced one is unwrapped."""
+        self.__wrapped__.backup(getattr(target, "__wrapped__", target), *args, **kwargs)
 
     def __enter__(self) -> TracedConnection:
         self.__wrapped__.__enter__()

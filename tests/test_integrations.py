@@ -107,6 +107,9 @@ def test_sqlite3_statements_without_query_text(instrumented, tmp_path):
     assert rows == [(1,), (2,)]
     ops = [s.attributes[A.DB_OPERATION_NAME] for s in by_kind(instrumented, "db")]
     assert ops == ["CREATE", "INSERT", "SELECT"]
+    copy = sqlite3.connect(":memory:")
+    con.backup(copy)  # both traced: the C method takes real connections only
+    assert copy.execute("SELECT count(*) FROM t").fetchone() == (2,)
     assert all(A.DB_QUERY_TEXT not in s.attributes for s in instrumented.spans)
 
 
