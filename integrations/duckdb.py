@@ -1,13 +1,18 @@
 """duckdb: statements run through ``execute``/``executemany`` on connections from ``duckdb.connect``.
 
 DuckDB's connection is a C type, so ``connect`` returns a thin proxy (as for
-sqlite3).  Relations built with ``con.sql(...)`` run lazily when fetched and are
+sqlite3).  The module's own functions check a connection's type
+(``duckdb.execute(query, connection=con)``, ``duckdb.set_default_connection(con)``), so
+each that takes one is handed the real connection behind a proxy.  Relations built
+with ``con.sql(...)`` run lazily when fetched and are
 not timed.  agentscope's own store connects through the unwrapped ``duckdb.connect``
 (``inspect.unwrap``), so its writes never become spans.
 """
 
 from __future__ import annotations
 
+import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -45,8 +50,35 @@ def _connect(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: di
     return TracedDuckDB(wrapped(*args, **kwargs))
 
 
+def _real_connection(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    args = tuple(arg.__wrapped__ if isinstance(arg, TracedDuckDB) else arg for arg in args)
+    kwargs = {key: v.__wrapped__ if isinstance(v, TracedDuckDB) else v for key, v in kwargs.items()}
+    return wrapped(*args, **kwargs)
+
+
+def _takes_connection(function: Any) -> bool:
+    """Whether a function of the duckdb module takes a connection: its signature says so (nanobind's
+    functions give theirs as their docstring's first line)."""
+    try:
+        return "connection" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return "connection:" in (function.__doc__ or "").split("\n", 1)[0]
+
+
 class DuckDBInstrumentor(Instrumentor):
     library = "duckdb"
 
     def _instrument(self) -> None:
         self.wrap("duckdb", "connect", _connect)
+        module = sys.modules["duckdb"]
+        for name in dir(module):
+            function = getattr(module, name, None)
+            if (
+                name.startswith("_")
+                or name == "connect"
+                or isinstance(function, type)
+                or not callable(function)
+            ):
+                continue
+            if _takes_connection(function):
+                self.wrap("duckdb", name, _real_connection)

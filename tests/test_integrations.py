@@ -284,6 +284,13 @@ def test_duckdb_sqlalchemy_and_backoff(captured, tmp_path):
         con = duckdb.connect(str(tmp_path / "d.duckdb"))
         con.execute("CREATE TABLE t (x INTEGER)")
         assert con.execute("SELECT 42").fetchall() == [(42,)]
+        # the module's functions type-check the connection they are given: each gets the real one
+        assert duckdb.execute("SELECT count(*) FROM t", connection=con).fetchall() == [(0,)]
+        duckdb.register("v", con.sql("SELECT 1 AS a UNION ALL SELECT 2"), connection=con)
+        assert con.execute("SELECT sum(a) FROM v").fetchall() == [(3,)]
+        duckdb.set_default_connection(con)
+        assert duckdb.sql("SELECT count(*) FROM t").fetchall() == [(0,)]
+        duckdb.set_default_connection(duckdb.connect())
         engine = sqlalchemy.create_engine("sqlite://")
         with engine.connect() as connection:
             assert connection.execute(sqlalchemy.text("SELECT 7")).scalar() == 7
