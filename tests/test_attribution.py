@@ -93,6 +93,18 @@ def test_no_timings_at_all_is_unsplit():
     assert ms_by_key(t) == {"inference.unsplit": 80, "other": 20}
 
 
+@pytest.mark.parametrize("garbage", [-3.0, float("nan"), float("inf")])
+def test_negative_or_non_finite_server_timings_are_no_timings(garbage):
+    """Clamped to 0, a garbage prefill made the server's part 0 and the whole call network."""
+    only = trace(span("R", None, "task", 0, 100), span("L", "R", "llm", 20, 100, server_prefill_ms=garbage))
+    assert ms_by_key(only) == {"inference.unsplit": 80, "other": 20}
+    beside = trace(
+        span("R", None, "task", 0, 1000),
+        span("L", "R", "llm", 0, 1000, server_queue_ms=garbage, server_prefill_ms=200, server_decode_ms=500),
+    )
+    assert ms_by_key(beside) == {"inference.prefill": 200, "inference.decode": 500, "network": 300}
+
+
 def test_partial_segment_of_an_llm_takes_components_in_proportion():
     t = trace(
         span("R", None, "task", 0, 100),

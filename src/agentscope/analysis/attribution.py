@@ -10,6 +10,7 @@ span's mix, so the category times of a task sum to its wall time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import NamedTuple
@@ -59,7 +60,8 @@ def _timings_of(trace: Trace, i: int, provider: int | None) -> Sequence[float | 
     """Call ``i``'s server timings (``_TIMINGS`` order, ns): its own (as ``Trace.call`` reads them), else
     its provider span's.  Read column by column here, not through ``Trace.call``: every LLM call's split
     asks, twice with an HTTP attempt under it; and most calls have none, which is told before any
-    conversion."""
+    conversion.  A negative or non-finite timing is no timing: a proxy's garbage must not turn the call's
+    time into network."""
     queue, prefill, decode, total = _timing_columns(trace.batch)
     row = trace.rows[i]
     own = (queue[row], prefill[row], decode[row], total[row])
@@ -71,7 +73,7 @@ def _timings_of(trace: Trace, i: int, provider: int | None) -> Sequence[float | 
         own = (queue[row], prefill[row], decode[row], total[row])
     if own == _NO_TIMINGS:
         return own
-    return [None if value is None else max(0.0, float(value)) * 1e6 for value in own]
+    return [float(value) * 1e6 if value is not None and 0 <= value < math.inf else None for value in own]
 
 
 def llm_components(

@@ -27,7 +27,7 @@ from agentscope.analysis.targets import target_overrides
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Job, Resimulation, limits_missing, on_lines, reductions
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2
 """Raise it when a change to the analysis changes any task's result: the task table's rows of an older
 version are then analysed again (DESIGN §15)."""
 
