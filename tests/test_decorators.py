@@ -9,12 +9,14 @@ import gc
 import inspect
 import pickle
 import time
+from collections import Counter
 
 import pytest
 from opentelemetry.trace import StatusCode
 
 import agentscope as ags
 from agentscope import attributes as A
+from agentscope.sdk import _safety
 
 
 def test_bare_and_named_decorators_make_spans_of_their_kind(captured):
@@ -413,3 +415,28 @@ def test_partials_and_callable_objects_are_decorated_and_named_by_what_they_call
     ]
     awaited = captured.one("execute_tool _add")
     assert awaited.end_time - awaited.start_time >= 15_000_000  # the span covers the await
+
+
+def test_usage_and_server_timings_that_are_not_counts_or_durations_are_left_out_and_said(
+    captured, caplog, monkeypatch
+):
+    """A negative prefill made the analysis blame the whole call on the network; a count of "many" was
+    stored as text. Each is left out, the rest kept, and the logger says so once."""
+
+    @ags.llm(model="gpt-oss-120b")
+    def chat() -> None:
+        call = ags.current_llm()
+        call.usage(input_tokens=-5, output_tokens="many", cached_tokens=3.0)
+        call.server_timing(queue_ms=float("nan"), prefill_ms=-3, decode_ms=12.5, total_ms=True)
+
+    monkeypatch.setattr(_safety, "_counts", Counter())  # each place's first failure is the one logged
+    with caplog.at_level("WARNING", logger="agentscope"):
+        chat()
+    attributes = captured.one("chat gpt-oss-120b").attributes
+    assert attributes[A.GEN_AI_USAGE_CACHED_INPUT_TOKENS] == 3
+    assert A.GEN_AI_USAGE_INPUT_TOKENS not in attributes and A.GEN_AI_USAGE_OUTPUT_TOKENS not in attributes
+    assert attributes[A.SERVER_DECODE_MS] == 12.5
+    assert not {A.SERVER_QUEUE_MS, A.SERVER_PREFILL_MS, A.SERVER_TOTAL_MS} & set(attributes)
+    said = " ".join(record.getMessage() for record in caplog.records)
+    assert "input_tokens must be a whole number ≥ 0, not -5; left out" in said
+    assert "queue_ms must be a finite number ≥ 0, not nan; left out" in said

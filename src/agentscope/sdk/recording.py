@@ -9,10 +9,11 @@ is reported through :mod:`agentscope.sdk._safety` and never reaches user code.
 from __future__ import annotations
 
 import contextvars
+import math
 import reprlib
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -72,6 +73,18 @@ def content(value: Any) -> str:
     return _content_repr.repr(value)
 
 
+def _whole_count(value: Any) -> int | None:
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _duration_ms(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        return None
+    return value
+
+
 class TaskState:
     """Whether the task currently running will be reported as accepted."""
 
@@ -118,14 +131,14 @@ class LLMCall:
         output_tokens: int | None = None,
         cached_tokens: int | None = None,
     ) -> None:
-        """Record token usage as reported by the provider."""
-        self._set(
-            {
-                A.GEN_AI_USAGE_INPUT_TOKENS: input_tokens,
-                A.GEN_AI_USAGE_OUTPUT_TOKENS: output_tokens,
-                A.GEN_AI_USAGE_CACHED_INPUT_TOKENS: cached_tokens,
-            }
-        )
+        """Record token usage as reported by the provider; a count that is not a whole number ≥ 0 is left
+        out and said once through the ``agentscope`` logger."""
+        given = {
+            "input_tokens": (A.GEN_AI_USAGE_INPUT_TOKENS, input_tokens),
+            "output_tokens": (A.GEN_AI_USAGE_OUTPUT_TOKENS, output_tokens),
+            "cached_tokens": (A.GEN_AI_USAGE_CACHED_INPUT_TOKENS, cached_tokens),
+        }
+        self._set_valid("LLMCall.usage", given, _whole_count, "a whole number ≥ 0")
 
     def server_timing(
         self,
@@ -134,19 +147,39 @@ class LLMCall:
         decode_ms: float | None = None,
         total_ms: float | None = None,
     ) -> None:
-        """Record the provider's own timings of this call, in milliseconds; give what it returned."""
-        self._set(
-            {
-                A.SERVER_QUEUE_MS: queue_ms,
-                A.SERVER_PREFILL_MS: prefill_ms,
-                A.SERVER_DECODE_MS: decode_ms,
-                A.SERVER_TOTAL_MS: total_ms,
-            }
-        )
+        """Record the provider's own timings of this call, in milliseconds; give what it returned. A timing
+        that is not a finite number ≥ 0 is left out (a negative prefill would blame the call on the
+        network) and said once through the ``agentscope`` logger."""
+        given = {
+            "queue_ms": (A.SERVER_QUEUE_MS, queue_ms),
+            "prefill_ms": (A.SERVER_PREFILL_MS, prefill_ms),
+            "decode_ms": (A.SERVER_DECODE_MS, decode_ms),
+            "total_ms": (A.SERVER_TOTAL_MS, total_ms),
+        }
+        self._set_valid("LLMCall.server_timing", given, _duration_ms, "a finite number ≥ 0")
 
     def set_attributes(self, values: Mapping[str, Any]) -> None:
         """Record further attributes on the call's span (e.g. ``gen_ai.response.model``)."""
         self._set(values)
+
+    def _set_valid(
+        self, where: str, given: Mapping[str, tuple[str, Any]], check: Callable[[Any], Any], wanted: str
+    ) -> None:
+        """Set the given values (by parameter: attribute key and value) that pass ``check``; the others are
+        reported by parameter name."""
+        if self._span is None:
+            return
+        kept = {}
+        for parameter, (key, value) in given.items():
+            if value is None:
+                continue
+            checked = check(value)
+            if checked is None:
+                problem = f"{parameter} must be {wanted}, not {coerce_attribute(value)!r}; left out"
+                report(where, ValueError(problem), internal=False)
+            else:
+                kept[key] = checked
+        self._set(kept)
 
     def _set(self, values: Mapping[str, Any]) -> None:
         if self._span is None or not self._span.is_recording():
