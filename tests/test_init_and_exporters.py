@@ -135,6 +135,25 @@ def test_same_span_written_twice_is_stored_once(tmp_path):
         assert store.span_count() == 1
 
 
+def test_paths_that_start_at_the_home_folder_are_expanded(tmp_path, monkeypatch):
+    """store="~/…" made a folder named "~" (or failed: its parent was missing), and so did
+    AGENTSCOPE_STORE=~/… given by a .env file or a container, which no shell expands."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # where a folder named "~" would be made
+    ags.init(store="~/own.duckdb", jsonl_path="~/spans.jsonl", instrument=False)
+    ags.task("from_code")(lambda: None)()
+    monkeypatch.setenv("AGENTSCOPE_STORE", "~/from_env.duckdb")
+    ags.init(instrument=False)  # flushes the first store, then writes to the default one
+    ags.task("from_env")(lambda: None)()
+    ags.shutdown()
+    for store, name in (("own.duckdb", "from_code"), ("from_env.duckdb", "from_env")):
+        with Store(tmp_path / store, read_only=True) as opened:
+            assert opened.con.execute("SELECT name FROM spans").fetchall() == [(name,)]
+    (line,) = (tmp_path / "spans.jsonl").read_text().splitlines()
+    assert '"name":"from_code"' in line
+    assert not (tmp_path / "~").exists()
+
+
 def test_jsonl_file_is_otlp_json_lines(tmp_path):
     path = tmp_path / "spans.jsonl"
     ags.init(store=None, jsonl_path=path, instrument=False)

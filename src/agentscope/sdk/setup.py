@@ -140,12 +140,12 @@ def init(
             # Here, not at the top: the store's writer reports through this package (a cycle).
             from agentscope.store.writer import StoreSpanProcessor
 
-            path = default_store_path() if str(store) == DEFAULT_STORE else Path(store)
+            path = Path(default_store_path() if str(store) == DEFAULT_STORE else store).expanduser()
             processors.append(StoreSpanProcessor(path, keep_content=bool(capture_content)))
         if otlp_endpoint:
             processors.append(ReportingBatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
         if jsonl_path is not None:
-            processors.append(ReportingBatchSpanProcessor(JsonLinesSpanExporter(jsonl_path)))
+            processors.append(ReportingBatchSpanProcessor(JsonLinesSpanExporter(Path(jsonl_path).expanduser())))
         processors.extend(span_processors)
         for old in STATE.router.replace(processors):
             old.shutdown()

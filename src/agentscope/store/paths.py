@@ -14,8 +14,9 @@ STORE_ENV = "AGENTSCOPE_STORE"
 
 
 def default_store_path() -> str:
-    """``$AGENTSCOPE_STORE`` if set, else ``./agentscope.duckdb``."""
-    return os.environ.get(STORE_ENV) or DEFAULT_STORE
+    """``$AGENTSCOPE_STORE`` if set, else ``./agentscope.duckdb``; a leading ``~`` is the home folder (a
+    variable from a ``.env`` file or a container's environment is not expanded by a shell)."""
+    return os.path.expanduser(os.environ.get(STORE_ENV) or DEFAULT_STORE)
 
 
 def holds_parquet(folder: Path) -> bool:
