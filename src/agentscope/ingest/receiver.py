@@ -200,6 +200,11 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return body
 
 
+def _content_type(request: Request) -> str:
+    """The body's encoding as the request names it; none named is protobuf, OTLP/HTTP's default."""
+    return request.headers.get("content-type", PROTOBUF).lower()
+
+
 def _response(content_type: str, rejected: int, message: str) -> Response:
     if content_type.startswith(JSON):
         body: dict = {}
@@ -263,7 +268,7 @@ class Receiver:
             return PlainTextResponse(
                 "missing or wrong bearer token", status_code=401, headers={"WWW-Authenticate": "Bearer"}
             )
-        content_type = request.headers.get("content-type", PROTOBUF).lower()
+        content_type = _content_type(request)
         if not (content_type.startswith(PROTOBUF) or content_type.startswith(JSON)):
             return PlainTextResponse(f"unsupported Content-Type {content_type!r}", status_code=415)
         return None
@@ -281,13 +286,13 @@ class Receiver:
         except ValueError as exc:
             return PlainTextResponse(str(exc), status_code=400)
         self.dropped[request.url.path.rsplit("/", 1)[-1]] += 1
-        return _response(request.headers.get("content-type", PROTOBUF).lower(), 0, "")
+        return _response(_content_type(request), 0, "")
 
     async def traces(self, request: Request) -> Response:
         refused = self._refused(request)
         if refused is not None:
             return refused
-        content_type = request.headers.get("content-type", PROTOBUF).lower()
+        content_type = _content_type(request)
         try:
             body = await _read_body(request, self.max_body)
             records = decode(body, content_type)

@@ -145,7 +145,9 @@ def init(
         if otlp_endpoint:
             processors.append(ReportingBatchSpanProcessor(_otlp_exporter(otlp_endpoint)))
         if jsonl_path is not None:
-            processors.append(ReportingBatchSpanProcessor(JsonLinesSpanExporter(Path(jsonl_path).expanduser())))
+            processors.append(
+                ReportingBatchSpanProcessor(JsonLinesSpanExporter(Path(jsonl_path).expanduser()))
+            )
         processors.extend(span_processors)
         for old in STATE.router.replace(processors):
             old.shutdown()
