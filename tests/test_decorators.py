@@ -395,6 +395,14 @@ class Scorer:
         return 3 * x
 
 
+class AsyncScorer:
+    """A callable object whose call is a coroutine."""
+
+    async def __call__(self, x: int) -> int:
+        await asyncio.sleep(0.02)
+        return 4 * x
+
+
 async def _add(x: int, y: int) -> int:
     await asyncio.sleep(0.02)
     return x + y
@@ -402,19 +410,22 @@ async def _add(x: int, y: int) -> int:
 
 def test_partials_and_callable_objects_are_decorated_and_named_by_what_they_call(captured):
     """A ``functools.partial`` or a callable object has no ``__name__``: decorating one raised
-    AttributeError in the user's program."""
+    AttributeError in the user's program; an object whose call is a coroutine got a span that ended
+    before the coroutine ran."""
     assert ags.tool(functools.partial(pow, 2))(5) == 32
     assert ags.tool(Scorer())(2) == 6
     assert ags.tool("scaled")(functools.partial(functools.partial(pow, 2), 3))() == 8
     assert asyncio.run(ags.tool(functools.partial(_add, 1))(2)) == 3
+    assert asyncio.run(ags.tool(AsyncScorer())(2)) == 8
     assert captured.names() == [
         "execute_tool pow",
         "execute_tool Scorer",
         "execute_tool scaled",
         "execute_tool _add",
+        "execute_tool AsyncScorer",
     ]
-    awaited = captured.one("execute_tool _add")
-    assert awaited.end_time - awaited.start_time >= 15_000_000  # the span covers the await
+    for awaited in (captured.one("execute_tool _add"), captured.one("execute_tool AsyncScorer")):
+        assert awaited.end_time - awaited.start_time >= 15_000_000  # the span covers the await
 
 
 def test_usage_and_server_timings_that_are_not_counts_or_durations_are_left_out_and_said(

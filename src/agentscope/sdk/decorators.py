@@ -41,6 +41,8 @@ def _name_of(fn: Any) -> str:
 
 def _wrap(fn: F, spec: Spec) -> F:
     target = _target(fn)
+    if not (inspect.isroutine(target) or inspect.isclass(target) or isinstance(target, functools.partial)):
+        target = target.__call__  # a callable object: its call says what it is (async, a generator)
     if inspect.isasyncgenfunction(target):
         runner = call_async_generator
     elif inspect.iscoroutinefunction(target):
