@@ -983,7 +983,7 @@ def probe(
         endpoint = Endpoint(base_url, model, api_key)
         measured = run_probe(endpoint, sizes, concurrency, max_seconds, recorded=recorded)
     except openai.OpenAIError as exc:
-        raise fail(f"the endpoint failed: {type(exc).__name__}: {exc}") from None
+        raise fail(f"the endpoint {base_url} failed: {type(exc).__name__}: {exc}") from None
     finally:
         instrumentor.uninstrument()
         ags.shutdown()

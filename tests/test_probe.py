@@ -92,7 +92,12 @@ def test_probe_asks_before_spending_and_names_missing_things(recorded, tmp_path)
     not_a_url = probe("--base-url", "api.groq.com/openai/v1", *args[2:], "--yes")
     assert not_a_url.returncode == 2
     assert "--base-url 'api.groq.com/openai/v1': give an http(s) URL" in not_a_url.stderr.replace("\n", " ")
-    assert "Traceback" not in unasked.stderr + no_key.stderr + nothing.stderr + not_a_url.stderr
+    unreachable = probe(*args, "--yes", env={"OPENAI_API_KEY": "sk-x"})
+    assert unreachable.returncode == 2
+    said = " ".join(unreachable.stderr.split())
+    assert "the endpoint http://127.0.0.1:9/v1 failed: APIConnectionError" in said
+    outputs = unasked.stderr + no_key.stderr + nothing.stderr + not_a_url.stderr + unreachable.stderr
+    assert "Traceback" not in outputs
 
 
 def test_sizes_cover_the_spread_and_the_fit_recovers_known_rates():
