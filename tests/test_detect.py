@@ -358,3 +358,43 @@ def test_a_json_object_of_no_known_format_names_what_it_saw(text, reason, tmp_pa
     summary, _ = _ingested(path)
     (problem,) = summary.problems
     assert problem.reason.startswith("cannot read: ") and reason in problem.reason
+
+
+def _delimited_of_size(size: int) -> bytes:
+    """A length-delimited OTLP stream whose first request is exactly ``size`` bytes (padded by an
+    attribute), so its first bytes are the varint of ``size``."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    def request(padding: int) -> bytes:
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer = provider.get_tracer("producer")
+        with (
+            tracer.start_as_current_span("task", attributes={"agentscope.kind": "task"}),
+            tracer.start_as_current_span(
+                "chat", attributes={"gen_ai.operation.name": "chat", "p": "x" * padding}
+            ),
+        ):
+            pass
+        return encode_spans(exporter.get_finished_spans()).SerializeToString()
+
+    padding = size // 2
+    for _ in range(5):  # nested lengths' varints grow with the padding: close in on the size
+        message = request(padding)
+        if len(message) == size:
+            return delimited([message, request(10)])
+        padding += size - len(message)
+    raise AssertionError(f"no request of {size} bytes")
+
+
+def test_protobuf_whose_first_bytes_look_like_a_byte_order_mark_is_read_as_protobuf(tmp_path):
+    """A first request of 32,639 bytes starts the stream with FF FE (UTF-16's mark): it is no text."""
+    data = _delimited_of_size(32_639)
+    assert data.startswith(codecs.BOM_UTF16_LE)
+    summary, kinds = _ingested(_write(tmp_path, data, False))
+    assert summary.ok, summary.problems
+    assert dict(summary.formats) == {"otlp-proto-delimited": 1} and set(kinds) == {"task", "chat"}

@@ -250,16 +250,25 @@ class _Transcoded(io.RawIOBase):
 
 def _as_utf8(raw: IO[bytes]) -> IO[bytes]:
     """``raw`` from its first character on, as UTF-8: a UTF-8 byte-order mark skipped (Windows tools write
-    one), UTF-16 and UTF-32 text transcoded. A seekable file stays seekable, at its first character."""
-    lead = _read_up_to(raw, 4)
+    one), UTF-16 and UTF-32 text transcoded. A seekable file stays seekable, at its first character.
+
+    A mark counts only before JSON's first character (a bracket or a space): the same bytes can begin a
+    length-delimited protobuf stream, whose first length is a varint."""
+    lead = _read_up_to(raw, 8)
     for mark, encoding in WIDE_BOMS:
-        if lead.startswith(mark):
+        if lead.startswith(mark) and _json_starts(lead, encoding):
             return _Transcoded(_Replay(lead, raw), encoding)
-    start = len(UTF8_BOM) if lead.startswith(UTF8_BOM) else 0
+    start = len(UTF8_BOM) if lead.startswith(UTF8_BOM) and _json_starts(lead, "utf-8-sig") else 0
     if raw.seekable():
         raw.seek(start)
         return raw
     return _Replay(lead[start:], raw)
+
+
+def _json_starts(lead: bytes, encoding: str) -> bool:
+    """Whether ``lead``, a file's first bytes with a byte-order mark, goes on with what JSON begins with."""
+    text = codecs.getincrementaldecoder(encoding)(errors="replace").decode(lead).lstrip(" \t\r\n")
+    return text[:1] in ("", "{", "[")
 
 
 def open_detected(path: Path) -> tuple[str, IO[bytes]]:
