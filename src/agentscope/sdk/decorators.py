@@ -66,10 +66,11 @@ def _wrapper_type() -> type:
 
     class BoundTraced(wrapt.BoundFunctionWrapper):
         def __reduce_ex__(self, protocol: object) -> object:
-            return getattr, (
-                self._self_owner if self._self_instance is None else self._self_instance,
-                self.__name__,
+            # wrapt before 2.0 keeps no owner: a method taken from its class then pickles by name
+            holder = (
+                self._self_instance if self._self_instance is not None else getattr(self, "_self_owner", None)
             )
+            return self.__qualname__ if holder is None else (getattr, (holder, self.__name__))
 
         def __copy__(self) -> object:
             return self
