@@ -77,9 +77,14 @@ def _number(entry: dict[str, Any], key: str, where: str, required: bool = True) 
     value = entry.get(key)
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+    if not _finite(value) or value < 0:
         raise CatalogError(f"{where}: {key} must be a non-negative number, got {value!r}")
     return float(value)
+
+
+def _finite(value: Any) -> bool:
+    """Whether a TOML value is a finite number (TOML has ``nan`` and ``inf``; a boolean is no number)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _entries(data: dict[str, Any], kind: str, origin: str) -> list[dict[str, Any]]:
@@ -100,9 +105,7 @@ def _limits(entry: dict[str, Any], where: str) -> dict[str, Any]:
         raise CatalogError(f"{where}: limits must be a [per_token.limits] table, got {limits!r}")
     for key in _LIMITS:
         value = limits.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf
-        ):
+        if value is not None and (not _finite(value) or value <= 0):
             raise CatalogError(f"{where}: limits.{key} must be a positive number, got {value!r}")
     return dict(limits)
 
