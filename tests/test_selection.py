@@ -43,6 +43,13 @@ def test_spans_of_time_past_the_calendar_are_refused_by_name():
     assert parse_time("700000d", NOW) < 0  # before the epoch, as an ISO time of year 110 would be
 
 
+def test_a_retention_of_zero_is_refused_not_taken_as_keep_nothing():
+    assert parse_duration("0.5s", "--retain") == 500_000_000
+    for text in ("0d", "0s", "0.0w", "0.0000000001s"):
+        with pytest.raises(SelectionError, match=r"--retain '.*': would keep nothing; .* leave --retain out"):
+            parse_duration(text, "--retain")
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """400 traces, two task names; the traces of the last 100 minutes belong to service ``billing``."""

@@ -53,11 +53,19 @@ def format_time(ns: int) -> str:
 
 
 def parse_duration(text: str, option: str = "duration") -> int:
-    """Nanoseconds of a span of time: ``90s``, ``15m``, ``24h``, ``30d``, ``2w``."""
+    """Nanoseconds of a span of time: ``90s``, ``15m``, ``24h``, ``30d``, ``2w``.
+
+    A span of zero is refused: other tools read a retention of 0 as "keep everything", and here it
+    would delete every trace as it arrives."""
     match = _RELATIVE.match(text)
     if not match:
         raise SelectionError(f"{option} {text!r}: give a span of time (90s, 15m, 24h, 30d, 2w)")
     delta = _span(match, text, option)
+    if delta <= timedelta(0):
+        raise SelectionError(
+            f"{option} {text!r}: would keep nothing; give a span longer than zero, or leave {option} out "
+            "to keep everything"
+        )
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
