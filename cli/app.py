@@ -780,7 +780,8 @@ def show(
 @app.command()
 def compare(
     baseline: Annotated[
-        str, typer.Argument(help="A store or trace file, or a window SINCE..UNTIL of --store.")
+        str,
+        typer.Argument(help="A store or trace file, or a window SINCE..UNTIL of --store (.. is all of it)."),
     ],
     candidate: Annotated[
         str, typer.Argument(help="The same, for the candidate (e.g. 7d.. for the last week).")
@@ -833,9 +834,10 @@ def compare(
 def _compare_side(
     role: str, text: str, task: str | None, service: str | None, since: str | None, until: str | None
 ) -> tuple[Path | None, Selection]:
-    """The file one side of ``compare`` reads (None: ``--store``) and its selection."""
+    """The file one side of ``compare`` reads (None: ``--store``) and its selection; ``..`` is the
+    window of the whole store, not the parent folder."""
     path = Path(text)
-    if path.exists():
+    if text != ".." and path.exists():
         return path, selection_of(task, service, since, until)
     if ".." in text:
         start, _, end = text.partition("..")

@@ -14,15 +14,21 @@ import pytest
 
 
 def cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 300, columns: int = 120
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    columns: int = 120,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run ``agentscope ARGS`` on a terminal ``columns`` wide, with ``env`` added to the environment."""
+    """Run ``agentscope ARGS`` on a terminal ``columns`` wide, with ``env`` added to the environment,
+    in ``cwd`` (default: the tests' own)."""
     return subprocess.run(
         [sys.executable, "-m", "agentscope.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         env={**os.environ, "COLUMNS": str(columns), **(env or {})},
+        cwd=cwd,
     )
 
 

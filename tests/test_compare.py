@@ -62,6 +62,18 @@ def test_two_windows_of_one_store_compare_like_two_stores(trial):
     assert doc["baseline"]["label"] == "..2023-11-15T12:00Z"
 
 
+def test_dot_dot_is_the_whole_store_not_the_parent_folder(trial, tmp_path):
+    _, _, both = trial
+    (tmp_path / "notes.txt").write_text("not a trace\n")
+    (tmp_path / "here").mkdir()
+    args = ("compare", "--store", str(both), "..", "2023-11-15T12:00Z..", "--format", "json")
+    whole = cli(*args, cwd=tmp_path / "here")
+    assert whole.returncode == 0, whole.stderr
+    doc = json.loads(whole.stdout)
+    assert doc["baseline"]["label"] == ".." and doc["baseline"]["tasks"] == 400
+    assert doc["candidate"]["tasks"] == 200
+
+
 def test_table_and_markdown_carry_the_summary(trial):
     before, after, _ = trial
     doc = json.loads(cli("compare", str(before), str(after), "--format", "json").stdout)
