@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from clirun import cli
 from orjson import dumps
 from traces_fixtures import agent_trace_otlp
 
@@ -132,3 +133,27 @@ def test_a_folder_that_holds_its_store_and_another_is_ingested_again_without_pro
     assert spans_in(store) == 6
     itself = ingest(store, store=store)
     assert itself.returncode == 0 and "skipped: the store being written" in itself.stdout + itself.stderr
+
+
+def test_agentscope_exports_among_trace_files_are_named_with_the_command_that_reads_them(tmp_path):
+    """A folder of traces that also holds ``agentscope export`` output: the traces are read, and each
+    export (spans or task table) is named once with its reader, its Parquet not read as protobuf."""
+    traces, source = tmp_path / "traces", tmp_path / "source.duckdb"
+    traces.mkdir()
+    (traces / "ok.jsonl").write_bytes(LINES[: LINES.index(b"\n") + 1])
+    assert ingest(traces / "ok.jsonl", store=source).returncode == 0
+    for kind, flags in (("spans", []), ("tasks", ["--tasks"])):
+        exported = cli("export", "--store", str(source), "--out", str(traces / kind), *flags)
+        assert exported.returncode == 0, exported.stderr
+    store = tmp_path / "s.duckdb"
+    result = ingest(traces, store=store)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    flat = " ".join(result.stderr.split())
+    assert "2 problem(s)" in flat and "protobuf" not in flat
+    assert f"{traces / 'spans'}: spans agentscope exported as Parquet: analyse them with" in flat
+    assert f"`agentscope blame --tasks {traces / 'tasks'}`" in flat
+    assert spans_in(store) == 3
+    alone = ingest(traces / "tasks" / "tasks.parquet", store=store)
+    assert "cannot read: a Parquet file: agentscope reads Parquet only as a folder it exported" in " ".join(
+        alone.stderr.split()
+    )

@@ -343,17 +343,17 @@ def _ingest_paths(
             summary.files += 1
             summary.add_problem(Problem(str(path), 0, "no such file or folder"), skipped=False)
             continue
-        unreadable: list[tuple[Path, str]] = []
+        skipped: list[tuple[Path, str]] = []
         found = False
-        for file in expand([path], unreadable):
+        for file in expand([path], skipped):
             found = True
             ingest_file(store, file, summary, progress, traces, keep_content)
-        if not found and not unreadable:  # a folder named with nothing in it to read
+        if not found and not skipped:  # a folder named with nothing in it to read
             summary.files += 1
             reason = "a folder with no files (hidden ones skipped)"
             summary.add_problem(Problem(str(path), 0, reason), skipped=False)
-        for folder, reason in unreadable:
+        for folder, reason in skipped:
             summary.files += 1
-            summary.add_problem(Problem(str(folder), 0, f"cannot read the folder: {reason}"), skipped=False)
+            summary.add_problem(Problem(str(folder), 0, reason), skipped=False)
     summary.traces = len(traces)
     summary.tasks = store.count_tasks(sorted(traces)) if traces else 0

@@ -186,6 +186,7 @@ _ARCHIVES = {
     b"7z\xbc\xaf\x27\x1c": "a 7-Zip archive",
 }
 """Leading bytes of containers agentscope does not open (it reads gzip): named, not read as protobuf."""
+PARQUET_MAGIC = b"PAR1"
 
 
 def _judge_binary(data: bytes, eof: bool) -> str:
@@ -196,6 +197,11 @@ def _judge_binary(data: bytes, eof: bool) -> str:
     for magic, what in _ARCHIVES.items():
         if data.startswith(magic):
             raise UnknownFormat(f"{what}: agentscope reads plain and gzip files; unpack it first")
+    if data.startswith(PARQUET_MAGIC):
+        raise UnknownFormat(
+            "a Parquet file: agentscope reads Parquet only as a folder it exported, with "
+            "`agentscope blame --tasks DIR` (a task table) or `agentscope blame --engine spark DIR` (spans)"
+        )
     if otlp.parse_proto_message(data) is None and _is_text(data[:256]):
         raise UnknownFormat("a text file that is not JSON")
     return "otlp-proto"

@@ -17,6 +17,7 @@ from typing import IO
 from agentscope.ingest import jaeger, langfuse, langsmith, otlp, sniff, zipkin
 from agentscope.ingest.records import Record
 from agentscope.ingest.sniff import UnknownFormat
+from agentscope.store.paths import MANIFEST, export_reader
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = codecs.BOM_UTF8
@@ -67,12 +68,13 @@ def _is_store(path: Path) -> bool:
         return False
 
 
-def expand(paths: list[Path], unreadable: list[tuple[Path, str]] | None = None) -> Iterator[Path]:
+def expand(paths: list[Path], skipped: list[tuple[Path, str]] | None = None) -> Iterator[Path]:
     """Files under ``paths`` (folders recursively, sorted), skipping hidden files and the files a store
     keeps beside itself (:data:`STORE_SIDECARS`).
 
-    A folder that cannot be listed is not skipped silently: it is added to
-    ``unreadable`` with the reason (the caller reports it).
+    A folder that is not read is not skipped silently: one that cannot be listed, or that holds an
+    agentscope export (Parquet, read by other commands), is added to ``skipped`` with the reason (the
+    caller reports it).
     """
     for path in paths:
         if not path.is_dir():
@@ -81,10 +83,17 @@ def expand(paths: list[Path], unreadable: list[tuple[Path, str]] | None = None) 
         found: list[Path] = []
 
         def note(error: OSError, top: Path = path) -> None:
-            if unreadable is not None:
-                unreadable.append((Path(error.filename or top), error.strerror or str(error)))
+            if skipped is not None:
+                reason = error.strerror or str(error)
+                skipped.append((Path(error.filename or top), f"cannot read the folder: {reason}"))
 
         for folder, folders, files in os.walk(path, onerror=note):
+            export = export_reader(Path(folder)) if MANIFEST in files else None
+            if export is not None:
+                folders.clear()
+                if skipped is not None:
+                    skipped.append((Path(folder), export))
+                continue
             sidecars = _sidecars(folder, [*files, *folders])
             folders[:] = sorted(name for name in folders if not name.startswith(".") and name not in sidecars)
             found += [

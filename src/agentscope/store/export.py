@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from agentscope.store.paths import MANIFEST, TASKS_SCHEMA
 from agentscope.store.query import ANALYSIS_SELECT, APP_SPANS
 from agentscope.store.schema import TASK_ROWS
 from agentscope.store.store import Store, quoted_path
 
-MANIFEST = "_agentscope_manifest.json"
 MANIFEST_SCHEMA = "agentscope.export/v1"
 SPANS_PER_BUCKET = 250_000
 """The default bucket size: a Spark task of this many spans takes seconds and well under 1 GB."""
@@ -87,7 +87,6 @@ def _prepare(out: Path) -> None:
 
 
 TASKS_FILE = "tasks.parquet"
-TASKS_SCHEMA = "agentscope.tasks/v1"
 
 
 def export_tasks(store: Store, out: Path) -> int:
