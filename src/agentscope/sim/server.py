@@ -61,6 +61,34 @@ def tool_calls_for(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def structured(response_format: Any, words: list[str]) -> str | None:
+    """The answer as JSON when the request asks for it (``response_format`` of chat completions, or the
+    Responses API's ``text.format``): an object whose schema's properties hold the words (strings),
+    the word count (numbers) or ``true``; None when plain text was asked for."""
+    if not isinstance(response_format, Mapping) or response_format.get("type") not in (
+        "json_schema",
+        "json_object",
+    ):
+        return None
+    schema = response_format.get("schema") or (response_format.get("json_schema") or {}).get("schema") or {}
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return orjson.dumps({"answer": "".join(words).strip()}).decode()
+    filler = {
+        "string": "".join(words).strip(),
+        "integer": len(words),
+        "number": float(len(words)),
+        "boolean": True,
+    }
+    return orjson.dumps(
+        {
+            name: filler.get(str(spec.get("type")))
+            for name, spec in properties.items()
+            if isinstance(spec, Mapping)
+        }
+    ).decode()
+
+
 def timing_report(
     dialect: str, queue_ms: float, prefill_ms: float, decode_ms: float, tokens: int
 ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -125,7 +153,8 @@ def app_for(
     seen_headers: list[dict[str, str]] | None = None,
     served: list[Served] | None = None,
 ) -> Starlette:
-    """A Starlette app serving ``POST /v1/chat/completions`` with this latency profile.
+    """A Starlette app serving OpenAI's chat completions, Responses, legacy completions and embeddings and
+    Anthropic's Messages API (``POST /v1/...``) with this latency profile.
 
     ``seen_headers``, if given, collects the headers of the last 100 requests (for tests);
     ``served`` collects every chat completion request the server answered, with its own timing.
@@ -192,6 +221,13 @@ def app_for(
             slots.release()
 
     async def chat(request: Request) -> Response:
+        return await admitted(request, text=False)
+
+    async def text_completion(request: Request) -> Response:
+        """The legacy Completions API (``prompt`` in, ``choices[].text`` out), as vLLM still serves it."""
+        return await admitted(request, text=True)
+
+    async def admitted(request: Request, text: bool) -> Response:
         arrival_ns = now_ns()
         body = await admit(request)
         if isinstance(body, Response):
@@ -201,7 +237,7 @@ def app_for(
         in_flight[0] += 1
         streamed = False
         try:
-            response = await completion(request, body, arrival_ns, waited_ms)
+            response = await completion(request, body, arrival_ns, waited_ms, text)
             streamed = isinstance(response, StreamingResponse)
             return response
         finally:
@@ -209,14 +245,19 @@ def app_for(
                 free_slot()
 
     async def completion(
-        request: Request, body: dict[str, Any], arrival_ns: int, waited_ms: float
+        request: Request, body: dict[str, Any], arrival_ns: int, waited_ms: float, text: bool
     ) -> Response:
-        """One chat completion, its slot taken after ``waited_ms`` (reported as queue time)."""
+        """One chat (or text) completion, its slot taken after ``waited_ms`` (reported as queue time)."""
         model = body.get("model") or "sim-model"
         tokens = profile.output_tokens
         if isinstance(body.get("max_tokens"), int):  # honoured exactly: the completion is that long
             tokens = max(1, body["max_tokens"])
-        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []) + 8
+        if text:
+            prompt_tokens = len(str(body.get("prompt", "")).split()) + 8
+        else:
+            prompt_tokens = (
+                sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []) + 8
+            )
         queue_ms, prefill_ms, decode_ms = latencies(tokens, prompt_tokens, in_flight[0] - 1)
         await asyncio.sleep(queue_ms / 1000)
         queue_ms += waited_ms
@@ -239,9 +280,12 @@ def app_for(
         created = int(time.time())
         fields, timing_headers = timing_report(profile.timings, queue_ms, prefill_ms, decode_ms, tokens)
 
-        calls = tool_calls_for(body)
+        calls = [] if text else tool_calls_for(body)
         if calls:
             words = []
+        answer = structured(body.get("response_format"), words)
+        if answer is not None:
+            words = [answer]
 
         def traced() -> None:
             log(arrival_ns, 200, usage)
@@ -252,7 +296,17 @@ def app_for(
         if body.get("stream"):
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             chunks = _stream(
-                request_id, model, created, words, decode_ms, usage, include_usage, profile, fields, calls
+                request_id,
+                model,
+                created,
+                words,
+                decode_ms,
+                usage,
+                include_usage,
+                profile,
+                fields,
+                calls,
+                text,
             )
             return StreamingResponse(
                 _then(chunks, traced, free_slot),
@@ -264,19 +318,21 @@ def app_for(
         headers = {"x-request-id": request_id, **timing_headers}
         if profile.timings == "openai":
             headers["openai-processing-ms"] = str(int((time.perf_counter() - started) * 1000 + queue_ms))
+        if text:
+            choice = {"index": 0, "text": "".join(words), "finish_reason": "stop", "logprobs": None}
+        else:
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(words) or None}
+                | ({"tool_calls": calls} if calls else {}),
+                "finish_reason": "tool_calls" if calls else "stop",
+            }
         payload = {
-            "id": f"chatcmpl-{request_id}",
-            "object": "chat.completion",
+            "id": f"{'cmpl' if text else 'chatcmpl'}-{request_id}",
+            "object": "text_completion" if text else "chat.completion",
             "created": created,
             "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "".join(words) or None}
-                    | ({"tool_calls": calls} if calls else {}),
-                    "finish_reason": "tool_calls" if calls else "stop",
-                }
-            ],
+            "choices": [choice],
             "usage": usage,
             **fields,
         }
@@ -325,9 +381,33 @@ def app_for(
                 headers={"x-request-id": request_id},
             )
         await asyncio.sleep(decode_ms / 1000)
-        message = _output_message(response["id"], "".join(words), "completed")
+        answer = structured((body.get("text") or {}).get("format"), words)
+        message = _output_message(response["id"], "".join(words) if answer is None else answer, "completed")
         payload = response | {"output": [message]}
         return Response(orjson.dumps(payload), media_type="application/json")
+
+    async def embeddings(request: Request) -> Response:
+        """Embeddings: a queue and a prefill over the input, no decode; one small vector per input."""
+        body = await admit(request)
+        if isinstance(body, Response):
+            return body
+        inputs = body.get("input")
+        inputs = inputs if isinstance(inputs, list) else [inputs]
+        prompt_tokens = sum(len(str(one).split()) for one in inputs) + len(inputs)
+        queue_ms, prefill_ms, _ = latencies(0, prompt_tokens)
+        await asyncio.sleep((queue_ms + prefill_ms) / 1000)
+        fields, headers = timing_report(profile.timings, queue_ms, prefill_ms, 0.0, 0)
+        payload = {
+            "object": "list",
+            "data": [
+                {"object": "embedding", "index": i, "embedding": [rng.uniform(-1, 1) for _ in range(8)]}
+                for i in range(len(inputs))
+            ],
+            "model": body.get("model") or "sim-embedding",
+            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens},
+            **fields,
+        }
+        return Response(orjson.dumps(payload), media_type="application/json", headers=headers)
 
     async def messages(request: Request) -> Response:
         """Anthropic's Messages API: the same latencies, Anthropic's shapes (no server timings)."""
@@ -375,6 +455,8 @@ def app_for(
     return Starlette(
         routes=[
             Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/completions", text_completion, methods=["POST"]),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
         ]
@@ -521,19 +603,33 @@ async def _stream(
     profile: Profile,
     fields: dict[str, Any],
     calls: list[dict[str, Any]],
+    text: bool = False,
 ) -> AsyncIterator[bytes]:
+    """A chat completion's chunks, or with ``text`` a legacy text completion's (the text in the choice)."""
+    kind, prefix = ("text_completion", "cmpl") if text else ("chat.completion.chunk", "chatcmpl")
+
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+        if text:
+            choice = {
+                "index": 0,
+                "text": delta.get("content") or "",
+                "finish_reason": finish,
+                "logprobs": None,
+            }
+        else:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish}
         data = {
-            "id": f"chatcmpl-{request_id}",
-            "object": "chat.completion.chunk",
+            "id": f"{prefix}-{request_id}",
+            "object": kind,
             "created": created,
             "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "choices": [choice],
             **extra,
         }
         return b"data: " + orjson.dumps(data) + b"\n\n"
 
-    yield chunk({"role": "assistant", "content": ""})
+    if not text:
+        yield chunk({"role": "assistant", "content": ""})
     async for word in _paced(words, decode_ms):
         yield chunk({"content": word})
     if calls:
@@ -548,8 +644,8 @@ async def _stream(
             b"data: "
             + orjson.dumps(
                 {
-                    "id": f"chatcmpl-{request_id}",
-                    "object": "chat.completion.chunk",
+                    "id": f"{prefix}-{request_id}",
+                    "object": kind,
                     "created": created,
                     "model": model,
                     "choices": [],
