@@ -2,8 +2,10 @@
 
 Patched (and restored by ``uninstrument``):
 
-- ``chat.completions.create`` and ``responses.create``, sync and async (also
-  reached through ``with_raw_response``): the llm span, with model, provider,
+- ``chat.completions.create``/``parse`` and ``responses.create``/``parse``, sync
+  and async (also reached through ``with_raw_response``; ``parse``, structured
+  outputs, posts without ``create``), the legacy ``completions.create`` and
+  ``embeddings.create``: the llm span, with model, provider,
   token usage, server timings from any provider dialect, and, for streams, the
   time to the first content or tool-call delta, the chunk count and the time
   spent inside the stream (the stream is wrapped; its span ends exactly once,
@@ -30,6 +32,7 @@ under it, and header timings are set on it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from agentscope.integrations._stainless import (
@@ -72,6 +75,15 @@ def _seen(tracked: StreamState, chunk: Any) -> None:
         tracked.note(chunk)  # providers put usage and timings on the last chunks
 
 
+def _seen_text(tracked: StreamState, chunk: Any) -> None:
+    """A legacy text completion's chunk: each choice carries its text itself, not a delta."""
+    choices = chunk.choices
+    if not tracked.first_seen and any(choice.text for choice in choices):
+        tracked.first_token()
+    if chunk.usage is not None or (choices and choices[0].finish_reason is not None):
+        tracked.note(chunk)
+
+
 def _raw_responses() -> tuple[type, ...]:
     from openai._legacy_response import LegacyAPIResponse
     from openai._response import APIResponse, AsyncAPIResponse
@@ -80,7 +92,8 @@ def _raw_responses() -> tuple[type, ...]:
 
 
 class OpenAIInstrumentor(Instrumentor):
-    """Instrument openai-python (chat completions, responses; sync and async; retries)."""
+    """Instrument openai-python (chat completions, responses, text completions, embeddings; sync and
+    async; retries)."""
 
     library = "openai"
 
@@ -91,13 +104,22 @@ class OpenAIInstrumentor(Instrumentor):
             _seen,
             ("openinference.instrumentation.openai", "opentelemetry.instrumentation.openai"),
         )
-        chat = "openai.resources.chat.completions"
-        self.wrap(chat, "Completions.create", call_sync(A.OPERATION_CHAT, dialect))
-        self.wrap(chat, "AsyncCompletions.create", call_async(A.OPERATION_CHAT, dialect))
-        self.wrap("openai.resources.responses", "Responses.create", call_sync(A.OPERATION_CHAT, dialect))
-        self.wrap(
-            "openai.resources.responses", "AsyncResponses.create", call_async(A.OPERATION_CHAT, dialect)
-        )
+        text = dataclasses.replace(dialect, seen=_seen_text)
+        for module, resource, operation, methods, read in (
+            (
+                "openai.resources.chat.completions",
+                "Completions",
+                A.OPERATION_CHAT,
+                ("create", "parse"),
+                dialect,
+            ),
+            ("openai.resources.responses", "Responses", A.OPERATION_CHAT, ("create", "parse"), dialect),
+            ("openai.resources.completions", "Completions", A.OPERATION_TEXT_COMPLETION, ("create",), text),
+            ("openai.resources.embeddings", "Embeddings", A.OPERATION_EMBEDDINGS, ("create",), dialect),
+        ):
+            for method in methods:
+                self.wrap(module, f"{resource}.{method}", call_sync(operation, read))
+                self.wrap(module, f"Async{resource}.{method}", call_async(operation, read))
         for module, stream in (
             ("openai.lib.streaming.chat._completions", "ChatCompletionStream"),
             ("openai.lib.streaming.responses._responses", "ResponseStream"),

@@ -7,6 +7,7 @@ import gc
 from collections import Counter
 
 import openai
+import pydantic
 import pytest
 from agentscope.integrations.openai import OpenAIInstrumentor
 
@@ -280,6 +281,70 @@ def test_responses_api_call_stream_and_helper(instrumented, how):
     assert (a[A.SERVER_QUEUE_MS], a[A.SERVER_PREFILL_MS]) == (pytest.approx(10), pytest.approx(30))
     if how in ("stream", "helper"):
         assert 0.035 <= a[A.GEN_AI_RESPONSE_TTFC] < (span.end_time - span.start_time) / 1e9
+
+
+class Answer(pydantic.BaseModel):
+    text: str
+    words: int
+
+
+@pytest.fixture
+def vllm():
+    """The simulated provider reporting vLLM's timings in every API's body."""
+    server = SimServer(Profile(queue_ms=10, prefill_ms=30, tokens_per_s=400, output_tokens=8, timings="vllm"))
+    yield server.start()
+    server.stop()
+
+
+def test_structured_outputs_text_completions_and_embeddings_are_calls(instrumented, vllm):
+    """``parse`` (structured outputs) posts without ``create``; the legacy Completions API and embeddings
+    are calls of their own: each is one llm span with its operation, usage and timings."""
+    client = openai.OpenAI(base_url=vllm.base_url, api_key="k")
+    parsed = client.chat.completions.parse(model="p", messages=MESSAGES, response_format=Answer)
+    assert parsed.choices[0].message.parsed.words == 8
+    raw = client.chat.completions.with_raw_response.parse(
+        model="raw", messages=MESSAGES, response_format=Answer
+    )
+    assert raw.parse().choices[0].message.parsed.words == 8
+    assert client.responses.parse(model="r", input="hi", text_format=Answer).output_parsed.words == 8
+    assert client.completions.create(model="legacy", prompt="say hi").choices[0].text.startswith("the agent")
+    usage = {"include_usage": True}
+    chunks = list(
+        client.completions.create(model="legacy-stream", prompt="hi", stream=True, stream_options=usage)
+    )
+    assert "".join(c.choices[0].text for c in chunks if c.choices).startswith("the agent")
+    assert len(client.embeddings.create(model="emb", input=["a b c", "d e"]).data) == 2
+
+    async def main() -> None:
+        aclient = openai.AsyncOpenAI(base_url=vllm.base_url, api_key="k")
+        await aclient.chat.completions.parse(model="async-p", messages=MESSAGES, response_format=Answer)
+        await aclient.embeddings.create(model="async-emb", input="a")
+
+    asyncio.run(main())
+    spans = {s.attributes[A.GEN_AI_REQUEST_MODEL]: s for s in llm_spans(instrumented)}
+    assert list(spans) == ["p", "raw", "r", "legacy", "legacy-stream", "emb", "async-p", "async-emb"]
+    operations = {model: span.attributes[A.GEN_AI_OPERATION_NAME] for model, span in spans.items()}
+    assert operations == {
+        **dict.fromkeys(("p", "raw", "r", "async-p"), "chat"),
+        **dict.fromkeys(("legacy", "legacy-stream"), "text_completion"),
+        **dict.fromkeys(("emb", "async-emb"), "embeddings"),
+    }
+    for model, span in spans.items():
+        a = span.attributes
+        assert a[A.GEN_AI_USAGE_INPUT_TOKENS] > 0 and a[A.SERVER_QUEUE_MS] == pytest.approx(10), model
+        assert a.get(A.GEN_AI_USAGE_OUTPUT_TOKENS) == (None if "emb" in model else 8), model
+    streamed = spans["legacy-stream"].attributes
+    assert streamed[A.STREAM_CHUNKS] == len(chunks) and streamed[A.GEN_AI_RESPONSE_TTFC] >= 0.035
+
+
+def test_langchain_structured_output_is_a_call(instrumented, sim):
+    """LangChain's ``with_structured_output`` calls ``chat.completions.with_raw_response.parse``."""
+    langchain_openai = pytest.importorskip("langchain_openai")
+    model = langchain_openai.ChatOpenAI(model="structured", base_url=sim.base_url, api_key="k")
+    assert model.with_structured_output(Answer).invoke("hi").words == 8
+    (span,) = llm_spans(instrumented)
+    assert span.attributes[A.GEN_AI_REQUEST_MODEL] == "structured"
+    assert span.attributes[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
 
 
 def test_exception_from_the_sdk_is_unchanged_and_recorded(instrumented):

@@ -69,6 +69,8 @@ service; ``--service`` matches it as it matches the resource's."""
 ERROR_TYPE = "error.type"
 
 OPERATION_CHAT = "chat"
+OPERATION_TEXT_COMPLETION = "text_completion"
+OPERATION_EMBEDDINGS = "embeddings"
 OPERATION_EXECUTE_TOOL = "execute_tool"
 OPERATION_INVOKE_AGENT = "invoke_agent"
 
