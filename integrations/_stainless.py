@@ -591,6 +591,46 @@ def attempt_ends(state: _Call | None, response: Any) -> None:
         LLMCall(peer, 0).set_attributes(header_timings(state.headers))
 
 
+def process_sync(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """``_process_response``, which turns a call's HTTP response into what the SDK returns: where a peer's
+    span is the call (the peer patched below agentscope), what that body carries is written there."""
+    result = wrapped(*args, **kwargs)
+    state = _CALL.get()
+    if state is None or state.rec is not None or state.call is not None:
+        return result
+    return _onto_peer(state, result, kwargs.get("stream"))
+
+
+async def process_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    result = await wrapped(*args, **kwargs)
+    state = _CALL.get()
+    if state is None or state.rec is not None or state.call is not None:
+        return result
+    return _onto_peer(state, result, kwargs.get("stream"))
+
+
+def _onto_peer(state: _Call, result: Any, stream: Any) -> Any:
+    """Usage and server timings from a response's body (Groq's, Cerebras's, vLLM's fields, which no peer
+    reads), or for a stream its first token, chunks and last events, set on the peer's span that is the
+    call while it is open.  The stream proxy sits inside the peer's, so it ends before the peer's span."""
+    try:
+        peer = _peer_span(state.dialect.peer_scopes)
+        if peer is None:
+            return result
+        call = LLMCall(peer, getattr(peer, "start_time", None) or now_ns())
+        raw = isinstance(result, state.dialect.raw_responses)
+        if stream:
+            if raw:
+                return result
+            waited = time.perf_counter_ns() - state.t0
+            tracked = StreamState(None, call, state, waited, state.cpu0, state.dialect)
+            return (_AsyncStream if hasattr(result, "__aiter__") else _Stream)(result, tracked)
+        call.set_attributes(response_attributes(result.parse() if raw else result, state.headers))
+    except Exception as exc:
+        report(f"reading a {state.dialect.library} response for a peer's span", exc)
+    return result
+
+
 def send_sync(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
     state = attempt_begins(args[0] if args else kwargs.get("request"))
     response = wrapped(*args, **kwargs)

@@ -9,7 +9,10 @@ server timings, so its calls are split by time to first token, else unsplit.
 
 SDK versions that emit their own OpenTelemetry GenAI span for each call (scope
 ``com.anthropic.sdk.python``) keep it as the call's llm span: agentscope then
-adds only the failed attempts and backoff sleeps under it.
+adds only the failed attempts and backoff sleeps under it.  A peer patched below
+agentscope (OpenInference's or OpenLLMetry's anthropic instrumentor) has its span
+made the call in the same way, and gets the response's usage and a stream's
+first token on it, as with openai.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from agentscope.integrations._stainless import (
     attempt_ends,
     call_async,
     call_sync,
+    process_async,
+    process_sync,
     set_provider,
     sleep_async,
     sleep_sync,
@@ -95,5 +100,7 @@ class AnthropicInstrumentor(Instrumentor):
         self.wrap(messages, "AsyncMessages.create", call_async(A.OPERATION_CHAT, dialect))
         self.wrap("anthropic._base_client", "SyncAPIClient._attempt_request", _attempt)
         self.wrap("anthropic._base_client", "AsyncAPIClient._attempt_request", _attempt_async)
+        self.wrap("anthropic._base_client", "SyncAPIClient._process_response", process_sync)
+        self.wrap("anthropic._base_client", "AsyncAPIClient._process_response", process_async)
         self.wrap("anthropic._base_client", "SyncAPIClient._sleep_for_retry", sleep_sync)
         self.wrap("anthropic._base_client", "AsyncAPIClient._sleep_for_retry", sleep_async)

@@ -2,7 +2,8 @@
 
 Patched (and restored by ``uninstrument``):
 
-- ``chat.completions.create``/``parse`` and ``responses.create``/``parse``, sync
+- ``chat.completions.create``/``parse`` and ``responses.create``/``parse`` (and
+  their ``beta`` namesakes), sync
   and async (also reached through ``with_raw_response``; ``parse``, structured
   outputs, posts without ``create``), the legacy ``completions.create`` and
   ``embeddings.create``: the llm span, with model, provider,
@@ -27,7 +28,9 @@ already open (it wrapped outside agentscope), agentscope records its usage and
 timings on that span; if the peer wraps inside (its patch is below
 agentscope's, or on the client's ``request``), agentscope skips its own span and
 the peer's span is the call — agentscope's attempt and backoff spans then nest
-under it, and header timings are set on it.
+under it, and ``_process_response`` (where the SDK turns the response into the
+call's result, inside the peer's span) sets the body's usage and server
+timings, or a stream's first token, chunks and last events, on it.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from agentscope.integrations._stainless import (
     call_sync,
     helper_close_async,
     helper_close_sync,
+    process_async,
+    process_sync,
     send_async,
     send_sync,
     set_provider,
@@ -91,6 +96,19 @@ def _raw_responses() -> tuple[type, ...]:
     return (APIResponse, AsyncAPIResponse, LegacyAPIResponse)
 
 
+_CALLS = (
+    ("openai.resources.chat.completions", "Completions", ("create", "parse"), A.OPERATION_CHAT),
+    ("openai.resources.beta.chat.completions", "Completions", ("parse",), A.OPERATION_CHAT),
+    ("openai.resources.responses", "Responses", ("create", "parse"), A.OPERATION_CHAT),
+    ("openai.resources.beta.responses", "Responses", ("create",), A.OPERATION_CHAT),
+    ("openai.resources.completions", "Completions", ("create",), A.OPERATION_TEXT_COMPLETION),
+    ("openai.resources.embeddings", "Embeddings", ("create",), A.OPERATION_EMBEDDINGS),
+)
+"""(module, resource class, methods, GenAI operation) of each API call; its ``Async`` twin alike.  The
+beta chat ``parse`` is structured outputs before openai 1.9x moved it out of beta; the beta Responses
+API (``client.beta.responses``) is a class of its own.  A path a version lacks is skipped."""
+
+
 class OpenAIInstrumentor(Instrumentor):
     """Instrument openai-python (chat completions, responses, text completions, embeddings; sync and
     async; retries)."""
@@ -105,18 +123,8 @@ class OpenAIInstrumentor(Instrumentor):
             ("openinference.instrumentation.openai", "opentelemetry.instrumentation.openai"),
         )
         text = dataclasses.replace(dialect, seen=_seen_text)
-        for module, resource, operation, methods, read in (
-            (
-                "openai.resources.chat.completions",
-                "Completions",
-                A.OPERATION_CHAT,
-                ("create", "parse"),
-                dialect,
-            ),
-            ("openai.resources.responses", "Responses", A.OPERATION_CHAT, ("create", "parse"), dialect),
-            ("openai.resources.completions", "Completions", A.OPERATION_TEXT_COMPLETION, ("create",), text),
-            ("openai.resources.embeddings", "Embeddings", A.OPERATION_EMBEDDINGS, ("create",), dialect),
-        ):
+        for module, resource, methods, operation in _CALLS:
+            read = text if operation == A.OPERATION_TEXT_COMPLETION else dialect
             for method in methods:
                 self.wrap(module, f"{resource}.{method}", call_sync(operation, read))
                 self.wrap(module, f"Async{resource}.{method}", call_async(operation, read))
@@ -128,5 +136,7 @@ class OpenAIInstrumentor(Instrumentor):
             self.wrap(module, f"Async{stream}.close", helper_close_async)
         self.wrap("openai._base_client", "SyncAPIClient._send_request", send_sync)
         self.wrap("openai._base_client", "AsyncAPIClient._send_request", send_async)
+        self.wrap("openai._base_client", "SyncAPIClient._process_response", process_sync)
+        self.wrap("openai._base_client", "AsyncAPIClient._process_response", process_async)
         self.wrap("openai._base_client", "SyncAPIClient._sleep_for_retry", sleep_sync)
         self.wrap("openai._base_client", "AsyncAPIClient._sleep_for_retry", sleep_async)

@@ -297,8 +297,9 @@ def vllm():
 
 
 def test_structured_outputs_text_completions_and_embeddings_are_calls(instrumented, vllm):
-    """``parse`` (structured outputs) posts without ``create``; the legacy Completions API and embeddings
-    are calls of their own: each is one llm span with its operation, usage and timings."""
+    """``parse`` (structured outputs) posts without ``create``; the beta Responses API, the legacy
+    Completions API and embeddings are calls of their own: each is one llm span with its operation, usage
+    and timings."""
     client = openai.OpenAI(base_url=vllm.base_url, api_key="k")
     parsed = client.chat.completions.parse(model="p", messages=MESSAGES, response_format=Answer)
     assert parsed.choices[0].message.parsed.words == 8
@@ -307,6 +308,7 @@ def test_structured_outputs_text_completions_and_embeddings_are_calls(instrument
     )
     assert raw.parse().choices[0].message.parsed.words == 8
     assert client.responses.parse(model="r", input="hi", text_format=Answer).output_parsed.words == 8
+    assert client.beta.responses.create(model="beta", input="hi").status == "completed"
     assert client.completions.create(model="legacy", prompt="say hi").choices[0].text.startswith("the agent")
     usage = {"include_usage": True}
     chunks = list(
@@ -322,10 +324,10 @@ def test_structured_outputs_text_completions_and_embeddings_are_calls(instrument
 
     asyncio.run(main())
     spans = {s.attributes[A.GEN_AI_REQUEST_MODEL]: s for s in llm_spans(instrumented)}
-    assert list(spans) == ["p", "raw", "r", "legacy", "legacy-stream", "emb", "async-p", "async-emb"]
+    assert list(spans) == ["p", "raw", "r", "beta", "legacy", "legacy-stream", "emb", "async-p", "async-emb"]
     operations = {model: span.attributes[A.GEN_AI_OPERATION_NAME] for model, span in spans.items()}
     assert operations == {
-        **dict.fromkeys(("p", "raw", "r", "async-p"), "chat"),
+        **dict.fromkeys(("p", "raw", "r", "beta", "async-p"), "chat"),
         **dict.fromkeys(("legacy", "legacy-stream"), "text_completion"),
         **dict.fromkeys(("emb", "async-emb"), "embeddings"),
     }

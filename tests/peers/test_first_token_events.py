@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import openai
 import pytest
@@ -83,3 +86,27 @@ def test_first_token_events_of_streamed_calls_give_the_split(package, path, tmp_
         assert (
             0.045 <= ttft < (end - start) / 1e9
         )  # the provider's queue and prefill, before the stream ended
+
+
+@pytest.mark.parametrize("package", ["openinference", "openllmetry"])
+def test_a_peer_below_agentscope_gets_the_body_timings_no_peer_reads(package):
+    """A peer patched below agentscope (OpenInference's request wrapper; OpenLLMetry's ``create`` wrapper
+    when it instrumented first) makes the call's span. Groq's timings and usage in ``x_groq``, which
+    neither peer reads, still reach that span: for a call, a stream and an async stream."""
+    from agentscope import attributes as A
+    from agentscope.classify import classify
+
+    script = Path(__file__).parent / "peer_below.py"
+    ran = subprocess.run([sys.executable, str(script), package], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout.splitlines()[-1])
+    llm = [span for span in result["spans"] if classify(span["attributes"]) == "llm"]
+    assert len(llm) == 3
+    scope = (openinference if package == "openinference" else openllmetry).__name__
+    for how, span in zip(("call", "stream", "async stream"), llm, strict=True):
+        assert span["scope"].startswith(scope), how
+        a = span["attributes"]
+        assert (a[A.SERVER_QUEUE_MS], a[A.SERVER_PREFILL_MS]) == (pytest.approx(10), pytest.approx(30)), how
+        assert a[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 8, how
+        if how != "call":
+            assert a[A.STREAM_CHUNKS] == result["chunks"] and a[A.GEN_AI_RESPONSE_TTFC] >= 0.035, how
