@@ -25,12 +25,38 @@ PROVIDERS = {
     "openrouter.ai": "openrouter",
     "api.deepseek.com": "deepseek",
     "generativelanguage.googleapis.com": "gcp.gemini",
+    "api.mistral.ai": "mistral_ai",
+    "api.x.ai": "x_ai",
+    "api.perplexity.ai": "perplexity",
+    "api.cohere.com": "cohere",
+    "api.cohere.ai": "cohere",
+    "api.sambanova.ai": "sambanova",
+    "router.huggingface.co": "huggingface",
 }
 """Host → ``gen_ai.provider.name``; extend it for your own gateways."""
-PUBLIC_APIS = frozenset(PROVIDERS)
-"""Hosts of public APIs, which record no spans a caller could join: no ``traceparent`` is sent to
-them, which would cost every call a header and hand the caller's trace ids to a third party."""
+PROVIDER_SUFFIXES = (
+    (".openai.azure.com", "azure.ai.openai"),
+    (".services.ai.azure.com", "azure.ai.inference"),
+    (".models.ai.azure.com", "azure.ai.inference"),
+    ("aiplatform.googleapis.com", "gcp.vertex_ai"),
+)
+"""Host ending → provider, for APIs served from a host per account or region
+(``{resource}.openai.azure.com``, ``{region}-aiplatform.googleapis.com``); Bedrock's
+``bedrock-runtime.{region}.amazonaws.com`` is read apart."""
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
+
+def _public_provider(host: str) -> str | None:
+    """The provider of a public API's host (None: a host of the user's own, or unknown)."""
+    known = PROVIDERS.get(host)
+    if known is not None:
+        return known
+    for suffix, provider in PROVIDER_SUFFIXES:
+        if host.endswith(suffix):
+            return provider
+    if host.startswith("bedrock") and host.endswith(".amazonaws.com"):
+        return "aws.bedrock"
+    return None
 
 
 @functools.lru_cache(maxsize=256)
@@ -41,8 +67,9 @@ def _host(url: str) -> str:
 def provider_for(base_url: Any) -> str:
     """``gen_ai.provider.name`` for a client's base URL (``local`` for loopback servers)."""
     host = _host(str(base_url))
-    if host in PROVIDERS:
-        return PROVIDERS[host]
+    provider = _public_provider(host)
+    if provider is not None:
+        return provider
     if host in LOCAL_HOSTS:
         return "local"
     return host or "unknown"
@@ -50,8 +77,10 @@ def provider_for(base_url: Any) -> str:
 
 def joins_traces(base_url: Any) -> bool:
     """Whether the server at ``base_url`` may record its own spans in the caller's trace: a self-hosted
-    vLLM or SGLang, or any host that is not a public API."""
-    return _host(str(base_url)) not in PUBLIC_APIS
+    vLLM or SGLang, or any host that is not a public API.  A public API records no spans a caller could
+    join: ``traceparent`` would cost every call a header and hand the caller's trace ids to a third
+    party."""
+    return _public_provider(_host(str(base_url))) is None
 
 
 class _Attributes:

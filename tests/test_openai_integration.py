@@ -80,6 +80,36 @@ def test_a_public_api_is_sent_no_trace_context(instrumented, sim):
     assert sent_own["traceparent"].split("-")[2] == format(own.context.span_id, "016x")
 
 
+@pytest.mark.parametrize(
+    ("base_url", "provider"),
+    [
+        ("https://contoso.openai.azure.com/openai/v1", "azure.ai.openai"),
+        ("https://contoso.services.ai.azure.com/openai/v1", "azure.ai.inference"),
+        ("https://bedrock-runtime.us-west-2.amazonaws.com/openai/v1", "aws.bedrock"),
+        ("https://us-central1-aiplatform.googleapis.com/v1/projects/p/endpoints/openapi", "gcp.vertex_ai"),
+        ("https://api.mistral.ai/v1", "mistral_ai"),
+        ("https://api.x.ai/v1", "x_ai"),
+    ],
+)
+def test_cloud_apis_served_per_account_or_region_are_public(instrumented, sim, base_url, provider):
+    """An API on a host per account or region (Azure, Bedrock, Vertex) or of another public provider is
+    named by its GenAI provider and sent no ``traceparent``, like api.openai.com."""
+    import httpx2
+
+    class ToSim(httpx2.HTTPTransport):
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            request.url = request.url.copy_with(
+                scheme="http", host="127.0.0.1", port=sim.port, path="/v1/chat/completions"
+            )
+            return super().handle_request(request)
+
+    client = openai.OpenAI(base_url=base_url, api_key="k", http_client=httpx2.Client(transport=ToSim()))
+    client.chat.completions.create(model="m", messages=MESSAGES)
+    (span,) = llm_spans(instrumented)
+    assert span.attributes[A.GEN_AI_PROVIDER_NAME] == provider
+    assert "traceparent" not in sim.seen_headers[-1]
+
+
 def test_the_provider_follows_a_base_url_replaced_on_the_client(instrumented, sim):
     from agentscope.integrations.openai import set_provider
 
