@@ -694,6 +694,7 @@ def budget(
             mapping[traced] = candidate
         try:
             catalog = load_catalog(pricing)
+            catalog.check_model_map(mapping)
         except CatalogError as exc:
             raise UsageProblem(str(exc)) from None
         scenarios, headline = scenarios_for(speedup or [], chip)

@@ -87,6 +87,13 @@ def test_model_map_and_pricing_file(store_path, tmp_path):  # noqa: F811
     assert bad.exit_code == 2 and "cannot read pricing file" in bad.output
     bad = runner.invoke(app, ["budget", "--store", str(store_path), "--model-map", "nope"])
     assert bad.exit_code == 2 and "TRACED=CANDIDATE" in bad.output
+    typo = ["--pricing", str(pricing), "--model-map", "gpt-oss-120b=house"]
+    bad = runner.invoke(app, ["budget", "--store", str(store_path), *typo])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    expected = (
+        f"--model-map 'gpt-oss-120b=house': {pricing} prices no model 'house' (its models: house-model)"
+    )
+    assert expected in " ".join(bad.output.split())
 
 
 def chromium() -> str | None:

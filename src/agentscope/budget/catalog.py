@@ -7,7 +7,10 @@ import sys
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -71,6 +74,17 @@ class Catalog:
 
     def for_model(self, model: str) -> list[PerTokenOption]:
         return [option for option in self.per_token if option.model == model]
+
+    def check_model_map(self, model_map: Mapping[str, str]) -> None:
+        """Refuse a traced model priced as a model this catalog has no price for: a typo there would
+        leave the traced model's calls unpriced without a word."""
+        for traced, candidate in model_map.items():
+            if not self.for_model(candidate):
+                known = ", ".join(sorted({option.model for option in self.per_token})) or "none"
+                raise CatalogError(
+                    f"--model-map '{traced}={candidate}': {self.origin} prices no model {candidate!r} "
+                    f"(its models: {known})"
+                )
 
 
 def _number(entry: dict[str, Any], key: str, where: str, required: bool = True) -> float | None:
