@@ -117,6 +117,19 @@ def test_budget_document_prices_the_traced_tokens(catalog):
     assert report["latency"]["curve"][1]["inference_speedup"] == "inf"
 
 
+def test_a_per_token_cost_per_accepted_task_does_not_depend_on_the_volume(catalog):
+    """With no volume projected (``--tasks-per-month 0``), a per-token option still costs the same per
+    accepted task; only a fixed option's cost per task is then undefined."""
+    rs = results()
+    for volume in (0, 1, 10_000):
+        options = {o["name"]: o for o in build(rs, blame(rs), catalog, tasks_per_month=volume)["options"]}
+        groq = options["groq-gpt-oss-120b"]
+        assert groq["cost_per_task"] == pytest.approx(76.50 / 10_000), volume
+        assert groq["cost_per_accepted_task"] == pytest.approx(76.50 / 8_000), volume
+        fixed = options["lambda-b200-x1"]["cost_per_accepted_task"]
+        assert (fixed is None) if volume == 0 else fixed == pytest.approx(5102.70 / (volume * 0.8)), volume
+
+
 def test_model_map_prices_a_traced_model_as_a_candidate(catalog):
     rs = results()
     for r in rs:

@@ -128,7 +128,8 @@ def build(
     model_map = dict(model_map or {})
     n = len(results)
     accepted = sum(1 for r in results if r.accepted)
-    accepted_month = tasks_per_month * accepted / n
+    accepted_share = accepted / n
+    accepted_month = tasks_per_month * accepted_share
     models = _models(results, model_map)
 
     options: list[dict[str, Any]] = []
@@ -148,7 +149,7 @@ def build(
         monthly_tokens = (per_task["input"] + per_task["output"]) * tasks_per_month
         cost_task = option.cost(per_task["input"], per_task["output"], per_task["cached"])
         options.append(
-            _option_row(option, cost_task, tasks_per_month, accepted_month, [r["model"] for r in covered])
+            _option_row(option, cost_task, tasks_per_month, accepted_share, [r["model"] for r in covered])
             | {"monthly_tokens": monthly_tokens}
         )
         input_share = per_task["input"] / (per_task["input"] + per_task["output"]) if monthly_tokens else 0.0
@@ -188,9 +189,7 @@ def build(
         )
 
     usage = _usage(results, accepted)
-    decision = _decision(
-        blame, catalog, targets, usage["per_task"], tasks_per_month, accepted_month, options, unpriced
-    )
+    decision = _decision(blame, catalog, targets, usage["per_task"], accepted_share, options, unpriced)
     tokens_task = usage["per_task"]["input_tokens"] + usage["per_task"]["output_tokens"]
     monthly = tokens_task * tasks_per_month
     starts = [r.start_ns for r in results]
@@ -258,8 +257,7 @@ def _decision(
     catalog: Catalog,
     targets: Sequence[CandidateProfile],
     per_task: Mapping[str, float],
-    tasks_per_month: float,
-    accepted_month: float,
+    accepted_share: float,
     options: Sequence[Mapping[str, Any]],
     unpriced: Sequence[str],
 ) -> list[dict[str, Any]]:
@@ -310,9 +308,7 @@ def _decision(
                 "p95_ms": predicted["p95_ms"],
                 "p95_change": predicted["p95_change"],
                 "cost_per_accepted_task": (
-                    cost_task * tasks_per_month / accepted_month
-                    if cost_task is not None and accepted_month
-                    else None
+                    cost_task / accepted_share if cost_task is not None and accepted_share else None
                 ),
                 "priced_as": option.name if option else None,
                 "break_even_tasks_per_month": even[0] / tokens_task if even else None,
@@ -324,8 +320,9 @@ def _decision(
 
 
 def _option_row(
-    option: PerTokenOption, cost_task: float, tasks_per_month: float, accepted_month: float, models: list[str]
+    option: PerTokenOption, cost_task: float, tasks_per_month: float, accepted_share: float, models: list[str]
 ) -> dict[str, Any]:
+    """A per-token option's row; its cost per accepted task does not depend on the monthly volume."""
     monthly = cost_task * tasks_per_month
     return {
         "name": option.name,
@@ -338,6 +335,6 @@ def _option_row(
         "prices_models": models,
         "monthly_cost": monthly,
         "cost_per_task": cost_task,
-        "cost_per_accepted_task": monthly / accepted_month if accepted_month else None,
+        "cost_per_accepted_task": cost_task / accepted_share if accepted_share else None,
         "source": option.source,
     }
