@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from agentscope import attributes as A
+from agentscope.sdk._safety import report
 from agentscope.sdk.recording import Recording, clean_attributes, start, with_kind
 from agentscope.sdk.state import STATE
 
@@ -18,14 +19,22 @@ def open_span(name: str, kind: str, attributes: Mapping[str, Any]) -> Recording 
     return rec
 
 
+BodyHook = Callable[[Any, "Callable[[BaseException | None], None]"], None]
+"""``ends_later(result, end)``: hands a streamed result's body the span's ``end``, to call once it is read
+to its end or closed (with the error that broke it off, if one did)."""
+
+
 def traced(
     name: str,
     kind: str,
     attributes: Mapping[str, Any],
     call: Callable[[], Any],
     on_result: Callable[[Any], Mapping[str, Any]] | None = None,
+    ends_later: BodyHook | None = None,
 ) -> Any:
-    """``call()`` inside a span; ``on_result`` adds attributes from the result (and may flag an error)."""
+    """``call()`` inside a span; ``on_result`` adds attributes from the result (and may flag an error).
+    With ``ends_later`` the span is no longer current once the call returns, but ends only when the
+    result's body does (an HTTP response whose body is streamed after its headers)."""
     rec = open_span(name, kind, attributes)
     if rec is None:
         return call()
@@ -36,7 +45,7 @@ def traced(
         rec.finish(exc, time.thread_time_ns() - cpu0)
         rec.exit()
         raise
-    _finish_ok(rec, result, on_result, time.thread_time_ns() - cpu0)
+    _finish_ok(rec, result, on_result, time.thread_time_ns() - cpu0, ends_later)
     return result
 
 
@@ -46,6 +55,7 @@ async def traced_async(
     attributes: Mapping[str, Any],
     call: Callable[[], Awaitable[Any]],
     on_result: Callable[[Any], Mapping[str, Any]] | None = None,
+    ends_later: BodyHook | None = None,
 ) -> Any:
     rec = open_span(name, kind, attributes)
     if rec is None:
@@ -56,12 +66,32 @@ async def traced_async(
         rec.finish(exc, 0)
         rec.exit()
         raise
-    _finish_ok(rec, result, on_result, 0)
+    _finish_ok(rec, result, on_result, 0, ends_later)
     return result
 
 
+class _EndOnce:
+    """A span's end, run by whichever comes first: the body's end, its close, or its collection."""
+
+    __slots__ = ("cpu_ns", "done", "extra", "rec", "status")
+
+    def __init__(self, rec: Recording, cpu_ns: int, extra: dict[str, Any], status: str | None) -> None:
+        self.rec, self.cpu_ns, self.extra, self.status = rec, cpu_ns, extra, status
+        self.done = False
+
+    def __call__(self, error: BaseException | None = None) -> None:
+        if self.done:
+            return
+        self.done = True
+        self.rec.finish(error, self.cpu_ns, self.extra, status_message=None if error else self.status)
+
+
 def _finish_ok(
-    rec: Recording, result: Any, on_result: Callable[[Any], Mapping[str, Any]] | None, cpu_ns: int
+    rec: Recording,
+    result: Any,
+    on_result: Callable[[Any], Mapping[str, Any]] | None,
+    cpu_ns: int,
+    ends_later: BodyHook | None = None,
 ) -> None:
     extra: dict[str, Any] = {}
     status = None
@@ -73,8 +103,17 @@ def _finish_ok(
         code = extra.get(A.HTTP_RESPONSE_STATUS_CODE)
         if isinstance(code, int) and code >= 400:
             status = f"HTTP {code}"
-    rec.finish(None, cpu_ns, extra, status_message=status)
+    if ends_later is None:
+        rec.finish(None, cpu_ns, extra, status_message=status)
+        rec.exit()
+        return
     rec.exit()
+    end = _EndOnce(rec, cpu_ns, extra, status)
+    try:
+        ends_later(result, end)
+    except Exception as exc:
+        report("following a streamed body", exc)
+        end()
 
 
 def sql_operation(statement: Any) -> str:

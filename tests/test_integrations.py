@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sqlite3
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -57,8 +59,21 @@ def instrumented(captured):
 
 
 class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
     def do_GET(self):
+        if "slow" in self.path:  # the headers at once, then six chunks 50 ms apart
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for _ in range(6):
+                time.sleep(0.05)
+                self.wfile.write(b"a\r\n0123456789\r\n")
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            return
         self.send_response(404 if "missing" in self.path else 200)
+        self.send_header("Content-Length", "2")
         self.end_headers()
         self.wfile.write(b"ok")
 
@@ -96,6 +111,35 @@ def test_httpx_and_requests_make_http_spans(instrumented, http_server):
     assert [s.status.status_code.name for s in spans if s.attributes[A.HTTP_RESPONSE_STATUS_CODE] == 404] == [
         "ERROR"
     ]
+
+
+def test_a_streamed_response_is_timed_until_its_body_ends(instrumented, http_server, tmp_path):
+    """``client.stream()`` and ``stream=True`` return at the headers; the body (300 ms here) is still the
+    request's time: its span ends when the body is read to its end, closed, or dropped unread."""
+    url = f"{http_server}/slow"
+    with httpx.stream("GET", url) as response:
+        assert b"".join(response.iter_bytes()) == b"0123456789" * 6
+    response = requests.get(url, stream=True, timeout=5)
+    assert len(b"".join(response.iter_content(7))) == 60
+    with requests.get(url, stream=True, timeout=5) as response, (tmp_path / "body").open("wb") as file:
+        shutil.copyfileobj(response.raw, file)
+
+    async def main():
+        async with httpx.AsyncClient() as client, client.stream("GET", url) as response:
+            assert len([chunk async for chunk in response.aiter_raw()]) >= 1
+
+    asyncio.run(main())
+    whole = by_kind(instrumented, "http")
+    assert len(whole) == 4
+    for span in whole:
+        assert (span.end_time - span.start_time) / 1e6 >= 280, span.name
+        assert span.attributes[A.HTTP_RESPONSE_STATUS_CODE] == 200 and span.status.status_code.name != "ERROR"
+    with httpx.stream("GET", url) as response:
+        next(response.iter_bytes())  # the first chunk, then the block closes the response
+    requests.get(url, stream=True, timeout=5)  # never read: dropped at once
+    early, unread = by_kind(instrumented, "http")[4:]
+    assert (early.end_time - early.start_time) / 1e6 < 200 and early.status.status_code.name != "ERROR"
+    assert unread.end_time is not None and (unread.end_time - unread.start_time) / 1e6 < 200
 
 
 def test_sqlite3_statements_without_query_text(instrumented, tmp_path):
