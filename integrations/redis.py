@@ -34,6 +34,11 @@ def _pipeline(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: d
     return traced("PIPELINE redis", "db", attributes, lambda: wrapped(*args, **kwargs))
 
 
+async def _pipeline_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    attributes = _attributes("PIPELINE")
+    return await traced_async("PIPELINE redis", "db", attributes, lambda: wrapped(*args, **kwargs))
+
+
 class RedisInstrumentor(Instrumentor):
     library = "redis"
 
@@ -41,3 +46,4 @@ class RedisInstrumentor(Instrumentor):
         self.wrap("redis.client", "Redis.execute_command", _command)
         self.wrap("redis.client", "Pipeline.execute", _pipeline)
         self.wrap("redis.asyncio.client", "Redis.execute_command", _command_async)
+        self.wrap("redis.asyncio.client", "Pipeline.execute", _pipeline_async)
