@@ -1,4 +1,10 @@
-"""psycopg 3: one ``db`` span per statement a cursor executes (sync and async)."""
+"""psycopg 3: one ``db`` span per statement a cursor executes (sync and async).
+
+A server-side cursor (``conn.cursor(name=...)``) runs its query as rows are
+fetched: its ``execute`` only declares it, so each ``fetchone``/``fetchmany``/
+``fetchall`` is a ``FETCH`` span of its own.  Iterating such a cursor, and
+``Cursor.stream()``, fetch inside the caller's loop and are not timed apart.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from typing import Any
 
 from agentscope.integrations._spans import db_attributes, traced, traced_async
 
+from agentscope import attributes as A
 from agentscope.sdk.instrumentation import Instrumentor
 
 
@@ -22,6 +29,17 @@ async def _execute_async(wrapped: Callable[..., Any], instance: Any, args: tuple
     return await traced_async(name, "db", attributes, lambda: wrapped(*args, **kwargs))
 
 
+_FETCH = {A.DB_SYSTEM_NAME: "postgresql", A.DB_OPERATION_NAME: "FETCH"}
+
+
+def _fetch(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    return traced("FETCH postgresql", "db", _FETCH, lambda: wrapped(*args, **kwargs))
+
+
+async def _fetch_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    return await traced_async("FETCH postgresql", "db", _FETCH, lambda: wrapped(*args, **kwargs))
+
+
 class PsycopgInstrumentor(Instrumentor):
     library = "psycopg"
 
@@ -29,3 +47,8 @@ class PsycopgInstrumentor(Instrumentor):
         for method in ("execute", "executemany"):
             self.wrap("psycopg", f"Cursor.{method}", _execute)
             self.wrap("psycopg", f"AsyncCursor.{method}", _execute_async)
+        self.wrap("psycopg", "ServerCursor.execute", _execute)
+        self.wrap("psycopg", "AsyncServerCursor.execute", _execute_async)
+        for method in ("fetchone", "fetchmany", "fetchall"):
+            self.wrap("psycopg", f"ServerCursor.{method}", _fetch)
+            self.wrap("psycopg", f"AsyncServerCursor.{method}", _fetch_async)

@@ -175,6 +175,26 @@ def test_psycopg_against_postgresql(postgres, instrumented):
     assert (spans[0].end_time - spans[0].start_time) >= 20_000_000
 
 
+def test_a_server_side_cursor_times_its_fetches(postgres, instrumented):
+    """A named cursor's ``execute`` only declares it: the query runs as rows are fetched."""
+    slow = "SELECT pg_sleep(0.05) FROM generate_series(1, 4)"
+    with postgres.connect(POSTGRES) as con, con.cursor(name="rows") as cursor:
+        cursor.execute(slow)
+        assert cursor.fetchone() is not None and len(cursor.fetchmany(2)) == 2 and len(cursor.fetchall()) == 1
+
+    async def main():
+        async with await postgres.AsyncConnection.connect(POSTGRES) as con, con.cursor(name="rows") as cursor:
+            await cursor.execute(slow)
+            return await cursor.fetchall()
+
+    assert len(asyncio.run(main())) == 4
+    spans = by_kind(instrumented, "db")
+    ops = [s.attributes[A.DB_OPERATION_NAME] for s in spans]
+    assert ops == ["SELECT", "FETCH", "FETCH", "FETCH", "SELECT", "FETCH"]
+    ms = [(s.end_time - s.start_time) / 1e6 for s in spans]
+    assert ms[1] >= 45 and ms[2] >= 95 and ms[3] >= 45 and ms[5] >= 190  # 50 ms a row, as fetched
+
+
 def test_redis_commands_and_pipeline(redis_client, instrumented):
     redis_client.set("agentscope:test", "1")
     assert redis_client.get("agentscope:test") == b"1"
@@ -182,6 +202,18 @@ def test_redis_commands_and_pipeline(redis_client, instrumented):
         pipe.incr("agentscope:n").incr("agentscope:n").execute()
     ops = [s.attributes[A.DB_OPERATION_NAME] for s in by_kind(instrumented, "db")]
     assert ops == ["SET", "GET", "PIPELINE"]
+
+    async def main():
+        import redis.asyncio
+
+        client = redis.asyncio.Redis(host="127.0.0.1", port=6379, socket_timeout=3)
+        async with client.pipeline() as pipe:
+            await pipe.incr("agentscope:n").incr("agentscope:n").execute()
+        await client.aclose()
+
+    asyncio.run(main())
+    ops = [s.attributes[A.DB_OPERATION_NAME] for s in by_kind(instrumented, "db")]
+    assert ops == ["SET", "GET", "PIPELINE", "PIPELINE"]
 
 
 def test_tenacity_attempts_and_backoff(instrumented):
