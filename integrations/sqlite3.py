@@ -2,8 +2,9 @@
 
 sqlite3's connection and cursor are C types that cannot be patched, so
 ``connect`` returns a thin proxy that times ``execute``, ``executemany`` and
-``executescript`` on the connection and on its cursors (and hands ``backup`` the
-real connection it is given).  C code that takes a connection checks its type, so
+``executescript`` on the connection and on its cursors, which iterate as the
+real ones do (``next(con.execute(...))`` included), and hands ``backup`` the
+real connection it is given.  C code that takes a connection checks its type, so
 ``sqlite3.Cursor(connection)`` needs ``connection.cursor()`` instead.  Modules that imported
 ``connect`` by name before ``ags.instrument()`` keep the original.
 """
@@ -37,8 +38,15 @@ class TracedCursor(wrapt.ObjectProxy):
         _statement("executemany", self, args, kwargs)
         return self
 
+    def executescript(self, *args: Any, **kwargs: Any) -> Any:
+        _statement("executescript", self, args, kwargs)
+        return self
+
     def __iter__(self) -> Any:
         return iter(self.__wrapped__)
+
+    def __next__(self) -> Any:
+        return next(self.__wrapped__)
 
 
 class TracedConnection(wrapt.ObjectProxy):

@@ -151,6 +151,12 @@ def test_sqlite3_statements_without_query_text(instrumented, tmp_path):
     assert rows == [(1,), (2,)]
     ops = [s.attributes[A.DB_OPERATION_NAME] for s in by_kind(instrumented, "db")]
     assert ops == ["CREATE", "INSERT", "SELECT"]
+    assert next(con.execute("SELECT count(*) FROM t")) == (2,)  # a traced cursor is an iterator too
+    cursor = con.cursor()
+    cursor.executescript("INSERT INTO t VALUES (3); DELETE FROM t WHERE x = 3;")
+    assert next(cursor.execute("SELECT max(x) FROM t")) == (2,)
+    ops = [s.attributes[A.DB_OPERATION_NAME] for s in by_kind(instrumented, "db")]
+    assert ops[3:] == ["SELECT", "INSERT", "SELECT"]  # a script is named by its first statement
     copy = sqlite3.connect(":memory:")
     con.backup(copy)  # both traced: the C method takes real connections only
     assert copy.execute("SELECT count(*) FROM t").fetchone() == (2,)
