@@ -143,6 +143,62 @@ def test_jaeger_and_zipkin_with_foreign_conventions(tmp_path):
         assert rows["get"][0] == "CLIENT" and rows["get"][3] == 100_000_000
 
 
+def test_zipkin_shared_server_spans_get_an_id_of_their_own(tmp_path):
+    """Brave reports an RPC's server side under the client's span id (``shared``): it was refused as a
+    second copy of the client span. It is kept under an id of its own, child of the client, and the model
+    call it made is moved under it by the enclosed-sibling repair."""
+    us, trace, client = 1_700_000_000_000_000, "a" * 16, "0000000000000002"
+
+    def span(span_id, parent, name, at_ms, ms, service, **extra):
+        timing = {"timestamp": us + at_ms * 1000, "duration": ms * 1000}
+        ids = {"traceId": trace, "id": span_id, "parentId": parent}
+        return {**ids, "name": name, **timing, "localEndpoint": {"serviceName": service}, **extra}
+
+    http = {"http.method": "POST", "http.path": "/generate"}
+    spans = [
+        span("0000000000000001", None, "answer", 0, 1000, "agent", tags={"agentscope.kind": "task"}),
+        span(client, "0000000000000001", "post /generate", 100, 600, "agent", kind="CLIENT", tags=http),
+        span(
+            client,
+            "0000000000000001",
+            "post /generate",
+            120,
+            560,
+            "model-gateway",
+            kind="SERVER",
+            shared=True,
+        ),
+        span(
+            "0000000000000003",
+            client,
+            "chat",
+            150,
+            400,
+            "model-gateway",
+            tags={"gen_ai.operation.name": "chat"},
+        ),
+    ]
+    (tmp_path / "zipkin.json").write_text(json.dumps(spans))
+    with Store(None) as store:
+        summary = ingest(store, [tmp_path / "zipkin.json"])
+        assert summary.ok, summary.problems
+        assert store.span_count() == 4
+        rows = store.con.execute(
+            "SELECT span_id, parent_id, service, attributes FROM spans WHERE span_kind = 'SERVER'"
+        ).fetchall()
+        ((own, parent, service, attributes),) = rows
+        assert own not in (client, "0000000000000001", "0000000000000003") and parent == client
+        assert service == "model-gateway" and json.loads(attributes)["zipkin.shared_span_id"] == client
+        again = ingest(store, [tmp_path / "zipkin.json"])
+        assert again.ok and again.already_stored == 4 and store.span_count() == 4
+    blamed = cli("blame", str(tmp_path / "zipkin.json"), "--format", "json")
+    assert blamed.returncode == 0, blamed.stderr
+    doc = json.loads(blamed.stdout)
+    budget = {row["category"]: row["ms"] for row in doc["budget"]}
+    assert budget["inference"] == pytest.approx(400) and budget["network"] == pytest.approx(40)
+    assert doc["latency_ms"]["p95"] == pytest.approx(1000) and doc["repaired_spans"] == 1
+
+
 def test_otlp_protobuf_single_and_length_delimited_from_the_real_otel_encoder(tmp_path):
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider

@@ -3,16 +3,32 @@
 Tags (all strings) become attributes; ``localEndpoint.serviceName`` is the
 service; the remote endpoint fills ``server.address`` for client spans; an
 ``error`` tag marks the span as failed.
+
+A server span marked ``shared`` (Brave's default, B3 "join": the server
+reports under the client's span id) gets an id of its own, derived from the
+shared one, and the client span as its parent, as Jaeger's span-id deduper
+does; its own children, recorded under the shared id, sit beside it under the
+client span, where the analysis's enclosed-sibling rule (DESIGN §5.1) moves
+them under it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from typing import IO, Any
 
 from agentscope import attributes as A
 from agentscope.ingest.jsonstream import JSONStreamError, iter_array
 from agentscope.ingest.records import BadSpan, Record, as_int, record
+
+SHARED_ID = "zipkin.shared_span_id"
+"""The span id a ``shared`` server span was reported under (its client's), kept beside its own."""
+
+
+def _own_id(shared: str) -> str:
+    """The id a shared server span is stored under: the same on every read of the same span."""
+    return hashlib.md5(f"zipkin-shared:{shared.lower()}".encode()).hexdigest()[:16]
 
 
 def span_record(span: Any, index: int) -> Record:
@@ -31,11 +47,15 @@ def span_record(span: Any, index: int) -> Record:
     if isinstance(remote, dict) and remote.get("serviceName") and A.SERVER_ADDRESS not in attributes:
         attributes[A.SERVER_ADDRESS] = remote["serviceName"]
     error = "error" in attributes
+    span_id, parent_id = span.get("id"), span.get("parentId")
+    if span.get("shared") is True and isinstance(span_id, str):
+        attributes[SHARED_ID] = span_id
+        span_id, parent_id = _own_id(span_id), span_id
     return record(
         index,
         trace_id=span.get("traceId"),
-        span_id=span.get("id"),
-        parent_id=span.get("parentId"),
+        span_id=span_id,
+        parent_id=parent_id,
         name=span.get("name") or "",
         span_kind=str(span.get("kind") or "INTERNAL").upper(),
         start_ns=start_us * 1000,
