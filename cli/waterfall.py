@@ -87,5 +87,10 @@ def waterfall(explanation: TraceExplanation, width: int = 120) -> Group:
             )
         )
     if trace.orphans:
-        notes.append(Text(f"{len(trace.orphans)} orphan span(s): parent not in the trace", style="yellow"))
+        notes.append(
+            Text(
+                f"{len(trace.orphans)} orphan span(s): parent not in the trace, or in a loop of parent ids",
+                style="yellow",
+            )
+        )
     return Group(header, table, *notes)

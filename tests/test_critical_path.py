@@ -96,6 +96,21 @@ def test_orphans_are_reported_and_tasks_found():
     assert [t.span_id(i) for i in t.tasks()] == ["R"]
 
 
+def test_a_loop_of_parent_ids_is_cut_at_its_earliest_span():
+    """Parent ids that loop (malformed input) left the loop's spans out of every walk, and the walks up
+    the parents of the repair rules never ended; the loop is cut where it starts first."""
+    t = trace(
+        span("T", "C", "task", 0, 100),
+        span("C", "T", "llm", 10, 60, model="m"),  # the task's parent id is its own child's
+        span("L1", "L2", "llm", 20, 50, model="m"),  # two records of one call, each the other's parent
+        span("L2", "L1", "llm", 20, 50, model="m"),
+        span("S", "S", "tool", 70, 80),  # its own parent
+    )
+    assert sorted(t.span_id(i) for i in t.orphans) == ["L1", "S", "T"]
+    assert [t.span_id(i) for i in t.tasks()] == ["T"] and path(t)[1] == ("C", 10, 60)
+    assert all(t.root_of(i) in t.orphans for i in range(len(t)))
+
+
 def test_task_rules_agent_then_root_and_no_llm_no_task():
     agent = trace(
         span("root", None, "step", 0, 100),

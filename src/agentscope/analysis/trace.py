@@ -36,6 +36,8 @@ class Trace:
     label: list[str] = field(default_factory=list)
     """The operation's name: tool name, model, DB system and operation, HTTP host, else span name."""
     orphans: list[int] = field(default_factory=list)
+    """Spans with a parent id but no parent to hang under: not in the trace, or in a loop of parent ids
+    (malformed input, cut at the loop's earliest span; :func:`_cut_loops`)."""
     roots: list[int] = field(default_factory=list)
     handoffs: list[int] = field(default_factory=list)
     """CONSUMER spans under a PRODUCER: a message handed off, not waited on; off their parent's tree."""
@@ -81,6 +83,7 @@ class Trace:
                 trace.handoffs.append(i)
             else:
                 children[p].append(i)
+        _cut_loops(trace)
         if not trace.roots:
             trace.roots = list(trace.orphans)
         if repair:
@@ -199,3 +202,43 @@ class _TreeColumns:
             kind=[k or "step" for k in batch["kind"][lo:hi]],
             label=list(map(one_each.setdefault, labels, labels)),
         )
+
+
+def _cut_loops(trace: Trace) -> None:
+    """Make every span reachable from a root, orphan or handoff: where parent ids loop (A under B under
+    A; malformed input, or ids that collided), the loop is cut at its earliest-starting span, which
+    becomes an orphan.  Left alone, a loop's spans were never walked, and the walks up the parents
+    that some rules make (:mod:`agentscope.analysis.repair`) never ended.
+
+    A count of the spans reached from the tops costs about 30 ns a span; the loops are looked for
+    only when it falls short of the trace.
+    """
+    children = trace.children
+    order = [*trace.roots, *trace.orphans, *trace.handoffs]
+    for span in order:  # the list grows as it is walked
+        kids = children[span]
+        if kids:
+            order.extend(kids)
+    if len(order) == len(children):
+        return
+    reached = bytearray(len(children))
+    for span in order:
+        reached[span] = 1
+    parent, start = trace.parent, trace.start
+    for first in sorted((i for i in range(len(children)) if not reached[i]), key=start.__getitem__):
+        if reached[first]:
+            continue
+        path: dict[int, None] = {}
+        i = first
+        while i not in path:  # every span not reached has a parent not reached: the chain loops
+            path[i] = None
+            i = parent[i]
+        loop = list(path)[list(path).index(i) :]
+        cut = min(loop, key=lambda j: (start[j], j))
+        children[parent[cut]].remove(cut)
+        parent[cut] = -1
+        trace.orphans.append(cut)
+        below = [cut]
+        for span in below:
+            reached[span] = 1
+            below.extend(children[span])
