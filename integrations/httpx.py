@@ -85,9 +85,9 @@ def _body_types() -> tuple[type, type]:
 
 def _follow_body(response: Any, end: Callable[[BaseException | None], None]) -> None:
     """End the request's span with its streamed body: read to its end, closed, or collected unread."""
-    body, async_body = _body_types()
     import httpx
 
+    body, async_body = _body_types()
     stream = response.stream
     wrapper = async_body if isinstance(stream, httpx.AsyncByteStream) else body
     response.stream = wrapper(stream, end)
