@@ -143,6 +143,31 @@ def test_jaeger_and_zipkin_with_foreign_conventions(tmp_path):
         assert rows["get"][0] == "CLIENT" and rows["get"][3] == 100_000_000
 
 
+def test_a_jaeger_reference_into_another_trace_is_not_a_parent(tmp_path):
+    """Jaeger shows an OpenTelemetry span link as a FOLLOWS_FROM reference, often into another trace (the
+    producer of a message): such a root was stored as a consumer under a parent it cannot have."""
+    trace, other = "1" * 32, "2" * 32
+
+    def span(span_id, references, name, tags):
+        timing = {"startTime": 1_700_000_000_000_000, "duration": 1000}
+        ids = {"traceID": trace, "spanID": span_id, "references": references, "processID": "p1"}
+        return {**ids, "operationName": name, **timing, "tags": tags}
+
+    link = {"refType": "FOLLOWS_FROM", "traceID": other, "spanID": "9" * 16}
+    same = {"refType": "FOLLOWS_FROM", "traceID": trace, "spanID": "a" * 16}
+    spans = [
+        span("a" * 16, [link], "handle message", [{"key": "agentscope.kind", "value": "task"}]),
+        span("b" * 16, [same], "follow-up", []),
+    ]
+    document = {"data": [{"traceID": trace, "processes": {"p1": {"serviceName": "worker"}}, "spans": spans}]}
+    (tmp_path / "jaeger.json").write_text(json.dumps(document))
+    with Store(None) as store:
+        assert ingest(store, [tmp_path / "jaeger.json"]).ok
+        rows = dict(store.con.execute("SELECT name, (parent_id, span_kind) FROM spans").fetchall())
+    assert rows["handle message"] == (None, "INTERNAL")
+    assert rows["follow-up"] == ("a" * 16, "CONSUMER")
+
+
 def test_zipkin_shared_server_spans_get_an_id_of_their_own(tmp_path):
     """Brave reports an RPC's server side under the client's span id (``shared``): it was refused as a
     second copy of the client span. It is kept under an id of its own, child of the client, and the model

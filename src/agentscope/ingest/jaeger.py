@@ -2,7 +2,9 @@
 
 Times are microseconds.  The parent is the first CHILD_OF reference, else the
 first FOLLOWS_FROM one (a span that only follows another is a message consumer:
-it is marked CONSUMER, so it stays off its producer's critical path).  Process
+it is marked CONSUMER, so it stays off its producer's critical path); a
+reference into another trace (an OpenTelemetry span link, as Jaeger shows
+one) is not a parent.  Process
 tags become the span's service; ``span.kind``, ``otel.status_code`` and
 ``error`` tags give its kind and status.
 """
@@ -31,9 +33,20 @@ def _tags(tags: Any) -> dict[str, Any]:
     return out
 
 
-def _parent(references: Any) -> tuple[str | None, bool]:
+def _same_trace(ref: dict, trace_id: Any) -> bool:
+    """Whether a reference points into the span's own trace (one that does not say is taken as so)."""
+    theirs = ref.get("traceID")
+    if theirs is None or trace_id is None:
+        return True
+    try:
+        return int(str(theirs), 16) == int(str(trace_id), 16)
+    except ValueError:
+        return str(theirs).lower() == str(trace_id).lower()
+
+
+def _parent(references: Any, trace_id: Any) -> tuple[str | None, bool]:
     """The parent span id, and whether it came from a FOLLOWS_FROM reference."""
-    refs = [r for r in references or [] if isinstance(r, dict)]
+    refs = [r for r in references or [] if isinstance(r, dict) and _same_trace(r, trace_id)]
     for wanted in ("CHILD_OF", "FOLLOWS_FROM"):
         for ref in refs:
             if ref.get("refType") == wanted:
@@ -52,7 +65,7 @@ def trace_records(trace: Any, index: int) -> Iterator[Record]:
                 raise BadSpan("span is not an object")
             attributes = _tags(span.get("tags"))
             process = processes.get(span.get("processID")) or span.get("process") or {}
-            parent, follows = _parent(span.get("references"))
+            parent, follows = _parent(span.get("references"), span.get("traceID"))
             start_us = as_int(span.get("startTime"), "startTime")
             duration_us = as_int(span.get("duration"), "duration")
         except BadSpan as exc:
