@@ -20,7 +20,7 @@ import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wrapt
 from agentscope.integrations._llm import header_timings, joins_traces, provider_for, response_attributes
@@ -35,6 +35,9 @@ from agentscope import attributes as A
 from agentscope.sdk._safety import report
 from agentscope.sdk.clock import now_ns
 from agentscope.sdk.recording import LLMCall, Recording, clean_attributes, start, with_kind
+
+if TYPE_CHECKING:
+    from agentscope.sdk.instrumentation import Instrumentor
 
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agentscope_llm_sdk_call", default=None)
 _PROVIDERS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
@@ -96,6 +99,10 @@ class Dialect:
     (a framework's span that is current, LlamaIndex's ``OpenAILike.astream_chat`` say, is not)."""
     skip_span: bool = False
     """The SDK makes its own llm span for each call; agentscope adds only attempts and backoff."""
+    reads_for_peers: Callable[[], None] = lambda: None
+    """Called when a call's span is not agentscope's (a peer's below it, or the SDK's own): from then on
+    the SDK's ``_process_response`` writes what the response carries on that span (:func:`peer_reader`).
+    An app with no such peer never has the method patched, and pays nothing for it."""
 
 
 class _Call:
@@ -205,7 +212,9 @@ def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: D
     rec, call, context = None, None, None
     try:
         provider, joins = _destination(getattr(instance, "_client", None))
-        if not (dialect.skip_span or _peer_inside(wrapped, instance)):
+        if dialect.skip_span or _peer_inside(wrapped, instance):
+            dialect.reads_for_peers()
+        else:
             context = otel_context.get_current()
             model = kwargs.get("model")
             model = model if model is None or isinstance(model, str) else str(model)
@@ -589,6 +598,26 @@ def attempt_ends(state: _Call | None, response: Any) -> None:
     peer = _peer_span(state.dialect.peer_scopes)
     if peer is not None and state.headers is not None:
         LLMCall(peer, 0).set_attributes(header_timings(state.headers))
+
+
+def peer_reader(instrumentor: Instrumentor, module: str) -> Callable[[], None]:
+    """Patch (once, by ``instrumentor``, so ``uninstrument`` undoes it) the ``_process_response`` of the
+    SDK's base clients in ``module``: the first call whose span is a peer's asks for it, before the SDK
+    reaches that method, so that call is read too."""
+    lock = threading.Lock()
+    patched = False
+
+    def patch() -> None:
+        nonlocal patched
+        if patched:
+            return
+        with lock:
+            if not patched:
+                patched = True
+                instrumentor.wrap(module, "SyncAPIClient._process_response", process_sync)
+                instrumentor.wrap(module, "AsyncAPIClient._process_response", process_async)
+
+    return patch
 
 
 def process_sync(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:

@@ -27,8 +27,7 @@ from agentscope.integrations._stainless import (
     attempt_ends,
     call_async,
     call_sync,
-    process_async,
-    process_sync,
+    peer_reader,
     set_provider,
     sleep_async,
     sleep_sync,
@@ -94,13 +93,12 @@ class AnthropicInstrumentor(Instrumentor):
                 "opentelemetry.instrumentation.anthropic",
             ),
             skip_span=_sdk_makes_its_own_spans(),
+            reads_for_peers=peer_reader(self, "anthropic._base_client"),
         )
         messages = "anthropic.resources.messages.messages"
         self.wrap(messages, "Messages.create", call_sync(A.OPERATION_CHAT, dialect))
         self.wrap(messages, "AsyncMessages.create", call_async(A.OPERATION_CHAT, dialect))
         self.wrap("anthropic._base_client", "SyncAPIClient._attempt_request", _attempt)
         self.wrap("anthropic._base_client", "AsyncAPIClient._attempt_request", _attempt_async)
-        self.wrap("anthropic._base_client", "SyncAPIClient._process_response", process_sync)
-        self.wrap("anthropic._base_client", "AsyncAPIClient._process_response", process_async)
         self.wrap("anthropic._base_client", "SyncAPIClient._sleep_for_retry", sleep_sync)
         self.wrap("anthropic._base_client", "AsyncAPIClient._sleep_for_retry", sleep_async)

@@ -28,9 +28,11 @@ already open (it wrapped outside agentscope), agentscope records its usage and
 timings on that span; if the peer wraps inside (its patch is below
 agentscope's, or on the client's ``request``), agentscope skips its own span and
 the peer's span is the call — agentscope's attempt and backoff spans then nest
-under it, and ``_process_response`` (where the SDK turns the response into the
-call's result, inside the peer's span) sets the body's usage and server
-timings, or a stream's first token, chunks and last events, on it.
+under it, and the base client's ``_process_response`` (where the SDK turns the
+response into the call's result, inside the peer's span) sets the body's usage
+and server timings, or a stream's first token, chunks and last events, on it.
+That method is patched the first time a peer's span is the call: an app
+without such a peer never has it patched.
 """
 
 from __future__ import annotations
@@ -45,8 +47,7 @@ from agentscope.integrations._stainless import (
     call_sync,
     helper_close_async,
     helper_close_sync,
-    process_async,
-    process_sync,
+    peer_reader,
     send_async,
     send_sync,
     set_provider,
@@ -121,6 +122,7 @@ class OpenAIInstrumentor(Instrumentor):
             _raw_responses(),
             _seen,
             ("openinference.instrumentation.openai", "opentelemetry.instrumentation.openai"),
+            reads_for_peers=peer_reader(self, "openai._base_client"),
         )
         text = dataclasses.replace(dialect, seen=_seen_text)
         for module, resource, methods, operation in _CALLS:
@@ -136,7 +138,5 @@ class OpenAIInstrumentor(Instrumentor):
             self.wrap(module, f"Async{stream}.close", helper_close_async)
         self.wrap("openai._base_client", "SyncAPIClient._send_request", send_sync)
         self.wrap("openai._base_client", "AsyncAPIClient._send_request", send_async)
-        self.wrap("openai._base_client", "SyncAPIClient._process_response", process_sync)
-        self.wrap("openai._base_client", "AsyncAPIClient._process_response", process_async)
         self.wrap("openai._base_client", "SyncAPIClient._sleep_for_retry", sleep_sync)
         self.wrap("openai._base_client", "AsyncAPIClient._sleep_for_retry", sleep_async)

@@ -523,16 +523,20 @@ def test_anext_then_an_async_loop_read_one_stream_and_end_its_span_once(instrume
 
 
 def test_uninstrument_restores_the_sdk(captured, sim):
+    from openai._base_client import SyncAPIClient
     from openai.resources.chat.completions import Completions
 
     original = Completions.create
     instrumentor = OpenAIInstrumentor()
     instrumentor.instrument()
     assert Completions.create is not original
+    openai.OpenAI(base_url=sim.base_url, api_key="k").chat.completions.create(model="m", messages=MESSAGES)
+    assert len(captured.spans) == 1
+    assert not hasattr(SyncAPIClient.__dict__["_process_response"], "__wrapped__")  # no peer: left alone
     instrumentor.uninstrument()
     assert Completions.create is original
     openai.OpenAI(base_url=sim.base_url, api_key="k").chat.completions.create(model="m", messages=MESSAGES)
-    assert captured.spans == []
+    assert len(captured.spans) == 1
 
 
 def test_a_peer_instrumentors_span_is_enriched_not_duplicated(instrumented, sim):

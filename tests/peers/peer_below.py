@@ -5,7 +5,8 @@
 
 The peer instruments first, then agentscope's integration; a call, a stream and an async stream go to
 the simulated provider, which reports Groq's timings and usage in ``x_groq``.  Prints one JSON line: the
-instrumentation scope and attributes of each llm span, and the chunks each stream had.
+instrumentation scope and attributes of each llm span, the chunks each stream had, and whether the SDK's
+``_process_response`` was patched.
 """
 
 from __future__ import annotations
@@ -50,11 +51,14 @@ def main(package: str) -> None:
 
         asyncio.run(streamed())
     ags.shutdown()
+    from openai._base_client import SyncAPIClient
+
+    patched = hasattr(SyncAPIClient.__dict__["_process_response"], "__wrapped__")
     spans = [
         {"scope": span.instrumentation_scope.name, "attributes": dict(span.attributes)}
         for span in exporter.get_finished_spans()
     ]
-    print(json.dumps({"spans": spans, "chunks": chunks}))
+    print(json.dumps({"spans": spans, "chunks": chunks, "patched": patched}))
 
 
 if __name__ == "__main__":
