@@ -3,10 +3,9 @@
 Times are microseconds.  The parent is the first CHILD_OF reference, else the
 first FOLLOWS_FROM one (a span that only follows another is a message consumer:
 it is marked CONSUMER, so it stays off its producer's critical path); a
-reference into another trace (an OpenTelemetry span link, as Jaeger shows
-one) is not a parent.  Process
-tags become the span's service; ``span.kind``, ``otel.status_code`` and
-``error`` tags give its kind and status.
+reference into another trace (an OpenTelemetry span link, as Jaeger shows one)
+is not a parent.  Process tags become the span's service; ``span.kind``,
+``otel.status_code`` and ``error`` tags give its kind and status.
 """
 
 from __future__ import annotations
