@@ -100,9 +100,10 @@ class Dialect:
     skip_span: bool = False
     """The SDK makes its own llm span for each call; agentscope adds only attempts and backoff."""
     reads_for_peers: Callable[[], None] = lambda: None
-    """Called when a call's span is not agentscope's (a peer's below it, or the SDK's own): from then on
-    the SDK's ``_process_response`` writes what the response carries on that span (:func:`peer_reader`).
-    An app with no such peer never has the method patched, and pays nothing for it."""
+    """Called when a call's span is a peer's below agentscope: from then on the SDK's ``_process_response``
+    writes what the response carries on that span (:func:`peer_reader`).  An app with no such peer
+    never has the method patched, and pays nothing for it (nor does one whose SDK makes its own span,
+    which records its usage itself)."""
 
 
 class _Call:
@@ -212,9 +213,9 @@ def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: D
     rec, call, context = None, None, None
     try:
         provider, joins = _destination(getattr(instance, "_client", None))
-        if dialect.skip_span or _peer_inside(wrapped, instance):
+        if _peer_inside(wrapped, instance):
             dialect.reads_for_peers()
-        else:
+        elif not dialect.skip_span:
             context = otel_context.get_current()
             model = kwargs.get("model")
             model = model if model is None or isinstance(model, str) else str(model)
