@@ -624,25 +624,21 @@ def peer_reader(instrumentor: Instrumentor, module: str) -> Callable[[], None]:
 def process_sync(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
     """``_process_response``, which turns a call's HTTP response into what the SDK returns: where a peer's
     span is the call (the peer patched below agentscope), what that body carries is written there."""
-    result = wrapped(*args, **kwargs)
-    state = _CALL.get()
-    if state is None or state.rec is not None or state.call is not None:
-        return result
-    return _onto_peer(state, result, kwargs.get("stream"))
+    return _onto_peer(wrapped(*args, **kwargs), kwargs.get("stream"))
 
 
 async def process_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-    result = await wrapped(*args, **kwargs)
+    return _onto_peer(await wrapped(*args, **kwargs), kwargs.get("stream"))
+
+
+def _onto_peer(result: Any, stream: Any) -> Any:
+    """Usage and server timings from a response's body (Groq's, Cerebras's, vLLM's fields, which no peer
+    reads), or for a stream its first token, chunks and last events, set on the peer's span that is the
+    call while it is open.  The stream proxy sits inside the peer's, so it ends before the peer's span.
+    A call whose span is agentscope's own (or a response outside any call) is left as it is."""
     state = _CALL.get()
     if state is None or state.rec is not None or state.call is not None:
         return result
-    return _onto_peer(state, result, kwargs.get("stream"))
-
-
-def _onto_peer(state: _Call, result: Any, stream: Any) -> Any:
-    """Usage and server timings from a response's body (Groq's, Cerebras's, vLLM's fields, which no peer
-    reads), or for a stream its first token, chunks and last events, set on the peer's span that is the
-    call while it is open.  The stream proxy sits inside the peer's, so it ends before the peer's span."""
     try:
         peer = _peer_span(state.dialect.peer_scopes)
         if peer is None:
