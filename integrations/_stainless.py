@@ -267,6 +267,61 @@ def call_async(operation: str, dialect: Dialect) -> Callable[..., Any]:
     return wrapper
 
 
+def stream_manager(call: Callable[..., Any]) -> Callable[..., Any]:
+    """The wrapper of a ``stream()`` helper that posts without ``create`` and returns a manager that sends
+    the request only when its ``with`` block is entered (anthropic's ``messages.stream()``): that request,
+    deferred, becomes the call, wrapped by ``call`` (from :func:`call_sync` or :func:`call_async`).
+
+    A peer that wrapped the helper below agentscope returns its own manager around the SDK's (OpenLLMetry)
+    or a proxy of it (OpenInference); the SDK's is found inside, and the call is made as beside any peer:
+    on the peer's span if that is current when the request is sent, else a span of its own that the
+    analysis reads as the same call.  A manager of a layout not known here is returned as it is."""
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        manager = wrapped(*args, **kwargs)
+        try:
+            found = _request_of(manager)
+            if found is None:
+                return manager
+            holder, name = found
+            request = getattr(holder, name)
+            facts = {"model": kwargs.get("model"), "stream": True}
+            if callable(request):
+                setattr(holder, name, functools.partial(call, lambda **_: request(), instance, (), facts))
+            else:  # an async manager awaits a coroutine made when stream() was called
+                setattr(holder, name, _Deferred(lambda: call(lambda **_: request, instance, (), facts)))
+        except Exception as exc:
+            report("deferring a stream helper's request", exc)
+        return manager
+
+    return wrapper
+
+
+def _request_of(manager: Any) -> tuple[Any, str] | None:
+    """The SDK stream manager that holds the request (``manager`` or one it wraps), and the request's
+    attribute (private, name-mangled: ``_MessageStreamManager__api_request``)."""
+    for holder in (manager, *vars(manager).values()):
+        fields = getattr(holder, "__dict__", None)
+        if isinstance(fields, dict):
+            name = next((key for key in fields if key.endswith("__api_request")), None)
+            if name is not None:
+                return holder, name
+    return None
+
+
+class _Deferred:
+    """An awaitable that makes its coroutine only when awaited: a manager never entered leaves nothing
+    un-awaited behind but what the SDK itself made."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+
+    def __await__(self) -> Any:
+        return self.make().__await__()
+
+
 class StreamState:
     """What a stream proxy tracks until its span ends (shared with its GC finalizer).
 

@@ -1,8 +1,11 @@
 """anthropic (Messages API, sync and async, streamed or not): one llm span per call, retries visible.
 
 The same client machinery as openai (``_stainless``): the llm span around
-``messages.create``; each failed HTTP attempt (``_attempt_request``) an ``http``
-span, each retry sleep a ``backoff`` span.  Usage includes cache reads and
+``messages.create`` and ``parse`` and around the request of the
+``messages.stream()`` helper (all three post on their own, the helper only when
+its block is entered), and their ``beta.messages`` namesakes; each failed HTTP
+attempt (``_attempt_request``, anthropic 0.50 and later) an ``http`` span, each
+retry sleep a ``backoff`` span.  Usage includes cache reads and
 writes; for streams the first token is the first ``content_block_delta`` and
 usage comes from ``message_start`` and ``message_delta``.  Anthropic reports no
 server timings, so its calls are split by time to first token, else unsplit.
@@ -12,7 +15,8 @@ SDK versions that emit their own OpenTelemetry GenAI span for each call (scope
 adds only the failed attempts and backoff sleeps under it.  A peer patched below
 agentscope (OpenInference's or OpenLLMetry's anthropic instrumentor) has its span
 made the call in the same way, and gets the response's usage and a stream's
-first token on it, as with openai.
+first token on it while that span is current, as with openai (OpenLLMetry's
+never is: see docs/coexistence.md).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from agentscope.integrations._stainless import (
     set_provider,
     sleep_async,
     sleep_sync,
+    stream_manager,
 )
 
 from agentscope import attributes as A
@@ -64,6 +69,18 @@ async def _attempt_async(wrapped: Callable[..., Any], instance: Any, args: tuple
     return result
 
 
+_CALLS = (
+    ("anthropic.resources.messages", ("create", "parse")),
+    ("anthropic.resources.beta.messages", ("create", "parse")),
+    ("anthropic.resources.beta.prompt_caching", ("create",)),
+)
+"""(module, methods) of each Messages API, the classes ``Messages`` and ``AsyncMessages``: the API (a module
+before anthropic 0.4x, a package since, which re-exports its classes), its beta namesake, and prompt
+caching's beta of 0.3x–0.4x.  ``parse`` (structured outputs) posts without ``create``.  Each API's
+``stream()`` helper does too, from a manager that sends the request when its block is entered.  A path a
+version lacks is skipped."""
+
+
 def _raw_responses() -> tuple[type, ...]:
     from anthropic import _response
 
@@ -95,9 +112,13 @@ class AnthropicInstrumentor(Instrumentor):
             skip_span=_sdk_makes_its_own_spans(),
             reads_for_peers=peer_reader(self, "anthropic._base_client"),
         )
-        messages = "anthropic.resources.messages.messages"
-        self.wrap(messages, "Messages.create", call_sync(A.OPERATION_CHAT, dialect))
-        self.wrap(messages, "AsyncMessages.create", call_async(A.OPERATION_CHAT, dialect))
+        calls, calls_async = call_sync(A.OPERATION_CHAT, dialect), call_async(A.OPERATION_CHAT, dialect)
+        for module, methods in _CALLS:
+            for method in methods:
+                self.wrap(module, f"Messages.{method}", calls)
+                self.wrap(module, f"AsyncMessages.{method}", calls_async)
+            self.wrap(module, "Messages.stream", stream_manager(calls))
+            self.wrap(module, "AsyncMessages.stream", stream_manager(calls_async))
         self.wrap("anthropic._base_client", "SyncAPIClient._attempt_request", _attempt)
         self.wrap("anthropic._base_client", "AsyncAPIClient._attempt_request", _attempt_async)
         self.wrap("anthropic._base_client", "SyncAPIClient._sleep_for_retry", sleep_sync)

@@ -157,7 +157,8 @@ def app_for(
     Anthropic's Messages API (``POST /v1/...``) with this latency profile.
 
     ``seen_headers``, if given, collects the headers of the last 100 requests (for tests);
-    ``served`` collects every chat completion request the server answered, with its own timing.
+    ``served`` collects every chat completion and Messages API request the server answered, with its own
+    timing.
     """
     rng = random.Random(profile.seed)
 
@@ -411,11 +412,14 @@ def app_for(
 
     async def messages(request: Request) -> Response:
         """Anthropic's Messages API: the same latencies, Anthropic's shapes (no server timings)."""
+        arrival_ns = now_ns()
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError:
+            log(arrival_ns, 400)
             return JSONResponse({"type": "error", "error": {"message": "invalid JSON body"}}, status_code=400)
         if rng.random() < profile.rate_limit_rate:
+            log(arrival_ns, 429)
             return JSONResponse(
                 {"type": "error", "error": {"type": "rate_limit_error", "message": "rate limited"}},
                 status_code=429,
@@ -432,6 +436,7 @@ def app_for(
         model = body.get("model") or "sim-model"
         words = _completion_words(tokens)
         usage = {"input_tokens": prompt_tokens, "output_tokens": tokens, "cache_read_input_tokens": 0}
+        served_usage = {"prompt_tokens": prompt_tokens, "completion_tokens": tokens}
         message = {
             "id": f"msg_{request_id}",
             "type": "message",
@@ -442,11 +447,15 @@ def app_for(
         }
         if body.get("stream"):
             return StreamingResponse(
-                _anthropic_stream(message, words, decode_ms, usage),
+                _then(
+                    _anthropic_stream(message, words, decode_ms, usage),
+                    lambda: log(arrival_ns, 200, served_usage),
+                ),
                 media_type="text/event-stream",
                 headers={"request-id": request_id},
             )
         await asyncio.sleep(decode_ms / 1000)
+        log(arrival_ns, 200, served_usage)
         payload = message | {"content": [{"type": "text", "text": "".join(words)}], "usage": usage}
         return Response(
             orjson.dumps(payload), media_type="application/json", headers={"request-id": request_id}
@@ -658,7 +667,7 @@ async def _stream(
 
 
 class Served(NamedTuple):
-    """One chat completion request as the simulated provider saw it: its own measured time."""
+    """One chat completion or Messages request as the simulated provider saw it: its own measured time."""
 
     arrival_ns: int
     end_ns: int
