@@ -10,6 +10,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import aiohttp
 import httpx
 import openai
 import pytest
@@ -22,7 +23,7 @@ from agentscope.analysis.pipeline import blame_store
 from agentscope.sim import Profile, SimServer
 from agentscope.store import Store
 
-LIBRARIES = ("httpx", "requests", "sqlite3", "psycopg", "redis", "tenacity")
+LIBRARIES = ("httpx", "requests", "aiohttp", "sqlite3", "psycopg", "redis", "tenacity")
 """Patched by the fixture; duckdb, sqlalchemy and backoff are tested on their own below."""
 POSTGRES = "host=127.0.0.1 port=5432 dbname=test user=postgres connect_timeout=3"
 
@@ -140,6 +141,96 @@ def test_a_streamed_response_is_timed_until_its_body_ends(instrumented, http_ser
     early, unread = by_kind(instrumented, "http")[4:]
     assert (early.end_time - early.start_time) / 1e6 < 200 and early.status.status_code.name != "ERROR"
     assert unread.end_time is not None and (unread.end_time - unread.start_time) / 1e6 < 200
+
+
+def test_aiohttp_requests_are_timed_until_their_body_is_in(instrumented, http_server):
+    """aiohttp returns at the headers whatever the call; the span holds the body however it is read, and
+    ends at once for one never read (released on leaving its block) or broken off."""
+    slow = f"{http_server}/slow"
+
+    async def main():
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{http_server}/a") as response:
+                assert await response.text() == "ok"
+            async with session.get(f"{http_server}/missing") as response:
+                assert response.status == 404
+            response = await session.get(slow)  # no block: read() is where the body ends
+            assert len(await response.read()) == 60
+            async with session.get(slow) as response:
+                assert len(b"".join([chunk async for chunk in response.content.iter_chunked(7)])) == 60
+            async with session.get(slow) as response:
+                await response.content.readany()  # the first chunk only; leaving the block releases it
+        async with (
+            aiohttp.ClientSession(base_url=http_server) as session,
+            session.post("/b", data=b"x") as response,
+        ):
+            assert response.status == 501  # the test server answers GET only
+
+    asyncio.run(main())
+    spans = by_kind(instrumented, "http")
+    assert [s.name for s in spans] == ["GET 127.0.0.1"] * 5 + ["POST 127.0.0.1"]
+    ms = [(s.end_time - s.start_time) / 1e6 for s in spans]
+    codes = [s.attributes[A.HTTP_RESPONSE_STATUS_CODE] for s in spans]
+    assert codes[:5] == [200, 404, 200, 200, 200]
+    assert [s.status.status_code.name == "ERROR" for s in spans[:5]] == [False, True, False, False, False]
+    assert ms[2] >= 280 and ms[3] >= 280, ms  # six chunks 50 ms apart
+    assert ms[4] < 200, ms
+
+
+def test_aiohttp_websocket_handshake_and_refused_connection(instrumented):
+    """A WebSocket's span is its handshake, not the socket's life; a refused connection is an error."""
+    from aiohttp import web
+
+    async def echo(request):
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            await ws.send_str(message.data)
+        return ws
+
+    async def main():
+        app = web.Application()
+        app.router.add_get("/ws", echo)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.ws_connect(f"http://127.0.0.1:{port}/ws") as ws:
+                    await ws.send_str("hi")
+                    assert (await ws.receive()).data == "hi"
+                    await asyncio.sleep(0.3)
+                with pytest.raises(aiohttp.ClientConnectionError):
+                    await session.get(f"http://127.0.0.1:{_closed_port()}/")
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+    handshake, refused = by_kind(instrumented, "http")
+    assert handshake.attributes[A.HTTP_RESPONSE_STATUS_CODE] == 101
+    assert (handshake.end_time - handshake.start_time) / 1e6 < 250
+    assert refused.status.status_code.name == "ERROR" and refused.end_time is not None
+
+
+def test_aiohttp_uninstrument_restores_the_client():
+    from aiohttp.client import ClientSession
+    from aiohttp.client_reqrep import ClientResponse
+
+    originals = [ClientSession.__dict__["_request"], ClientResponse.__dict__["close"]]
+    assert ags.instrument("aiohttp") == ["aiohttp"]
+    assert ClientSession.__dict__["_request"] is not originals[0]
+    ags.uninstrument("aiohttp")
+    assert [ClientSession.__dict__["_request"], ClientResponse.__dict__["close"]] == originals
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_sqlite3_statements_without_query_text(instrumented, tmp_path):

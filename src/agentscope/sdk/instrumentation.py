@@ -36,6 +36,7 @@ BUILTIN: dict[str, str] = {
         ("anthropic", "Anthropic"),
         ("httpx", "HTTPX"),
         ("requests", "Requests"),
+        ("aiohttp", "Aiohttp"),
         ("sqlite3", "SQLite3"),
         ("psycopg", "Psycopg"),
         ("redis", "Redis"),
