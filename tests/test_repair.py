@@ -425,3 +425,88 @@ def test_a_span_ending_early_under_a_busy_parent_is_extended_only_to_its_first_t
 def test_a_span_whose_first_token_is_inside_it_is_not_extended():
     t = trace(span("R", None, "task", 0, 500), span("L", "R", "llm", 10, 400, ttft_s=0.2))
     assert t.repairs == [] and t.end[1] == 400 * MS
+
+
+LOGFIRE = "logfire.openai"
+
+
+def logfire_streamed_task(tool_between: bool = False) -> list[dict]:
+    """Logfire's openai instrumentation on a streamed call: ``Chat Completion with 'gpt-x'`` ends when the
+    SDK hands back the stream (160 ms, at the headers); when the stream ends (365 ms) it logs a record of
+    no duration beside it, with the usage and the stream's duration."""
+    return [
+        span("R", None, "task", 0, 500),
+        span("C", "R", "llm", 1, 161, name="Chat Completion with 'gpt-x'", label="gpt-x", scope=LOGFIRE),
+        *([span("T", "R", "tool", 200, 300)] * tool_between),
+        span(
+            "E",
+            "R",
+            "llm",
+            365,
+            365,
+            name="streaming response from 'gpt-x' took 0.20s",
+            label="gpt-x",
+            scope=LOGFIRE,
+            input_tokens=10,
+            output_tokens=40,
+        ),
+        span("A", "R", "tool", 380, 480),
+    ]
+
+
+def test_a_stream_end_log_ends_its_call_and_is_not_a_call_itself():
+    t = trace(*logfire_streamed_task())
+    assert [(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs] == [
+        ("C", EARLY_END, "C"),
+        ("E", SAME_CALL, "C"),
+    ]
+    result = explain(t, 0).result
+    assert (result.llm_calls, result.input_tokens, result.output_tokens) == (1, 10, 40)
+    assert result.components[KEYS.index("inference.unsplit")] / MS == pytest.approx(364)
+    untouched = explain(trace(*logfire_streamed_task(), repair=False), 0).result
+    assert (untouched.llm_calls, untouched.output_tokens) == (2, 40)
+    assert untouched.components[KEYS.index("inference.unsplit")] / MS == pytest.approx(160)
+
+
+def test_a_record_of_no_duration_after_other_work_is_a_call_of_its_own():
+    t = trace(*logfire_streamed_task(tool_between=True))
+    assert t.repairs == []
+    assert explain(t, 0).result.llm_calls == 2
+
+
+def test_a_stream_end_log_beside_agentscopes_record_of_the_stream_counts_the_call_once():
+    """agentscope's ``chat`` span (the whole stream, its first token) around Logfire's two records."""
+    t = trace(
+        span("R", None, "task", 0, 400),
+        span(
+            "O",
+            "R",
+            "llm",
+            0.1,
+            365.2,
+            name="chat gpt-x",
+            label="gpt-x",
+            scope=OURS,
+            ttft_s=0.17,
+            input_tokens=10,
+            output_tokens=40,
+        ),
+        span("C", "O", "llm", 1, 161, name="Chat Completion with 'gpt-x'", label="gpt-x", scope=LOGFIRE),
+        span(
+            "E",
+            "O",
+            "llm",
+            365,
+            365,
+            name="streaming response",
+            label="gpt-x",
+            scope=LOGFIRE,
+            input_tokens=10,
+            output_tokens=40,
+        ),
+    )
+    result = explain(t, 0).result
+    assert (result.llm_calls, result.input_tokens, result.output_tokens) == (1, 10, 40)
+    ms = {key: ns / MS for key, ns in zip(KEYS, result.components) if ns}
+    assert ms["inference.decode"] == pytest.approx(365 - 170.1, abs=0.5)  # from the first token on
+    assert ms["other"] == pytest.approx(400 - 364, abs=0.5)  # only the task's own time around the call

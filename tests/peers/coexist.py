@@ -104,11 +104,26 @@ def _langfuse(peer: Peer) -> None:
     peer.client = lambda base_url: OpenAI(base_url=base_url, api_key="sim")
 
 
+def _logfire_openai(peer: Peer) -> None:
+    import logfire
+
+    logfire.configure(
+        send_to_logfire=False,
+        console=False,
+        service_name="web-app",
+        additional_span_processors=[peer.processor],
+        inspect_arguments=False,
+    )
+    logfire.instrument_openai()
+
+
 PEERS: dict[str, Callable[[Peer], None]] = {
     "openinference-langchain": _openinference_langchain,
     "openinference-openai": _openinference_openai,
     "openllmetry-openai": _openllmetry_openai,
     "langfuse": _langfuse,
+    "logfire-openai": _logfire_openai,
+    "logfire-openai-only": _logfire_openai,  # agentscope's integrations off
     "openinference-llamaindex": _openinference_llamaindex,
     "openinference-llamaindex-only": _openinference_llamaindex,  # agentscope's integrations off
 }

@@ -54,12 +54,25 @@ tokens.
 Limit: the step's own work after the stream ended (parsing the answer, say) is
 counted as the call's decode; a span extended only to its first token still
 leaves the decode it did not record to its parent.
+
+The early end has a second shape, the **stream-end log**: Logfire's openai
+instrumentation ends a streamed call's span when the SDK hands back the stream,
+and logs its end — usage, and how long the stream took — as a record of no
+duration beside it.  An llm record of no duration whose latest-ending earlier
+sibling (same parent) is an llm record of the same model, with no first token of
+its own and nothing else begun between them, is read as that call's end: the
+call is extended to it (``early-end``), takes what it lacks from it (tokens, the
+model), and the log is a record of the call, not a call (``same-call``).
+
+Limit: a call recorded with no duration (a cache hit, in an export of
+millisecond resolution) right after another call of its model under the same
+parent, with nothing begun between them, is read as the earlier call's end.
 """
 
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from agentscope.analysis.trace import Trace
@@ -174,25 +187,15 @@ def same_calls(trace: Trace) -> list[Repair]:
     for group in _same_call_groups(trace):
         call = min(group, key=lambda i: (end[i] - start[i], -start[i]))
         others = sorted((i for i in group if i != call), key=lambda i: end[i] - start[i])
-        taken: dict[str, Any] = {}
-        for column in CALL_FIELDS:
-            values = batch[column]
-            if values[rows[call]] is None:
-                value = next((values[rows[o]] for o in others if values[rows[o]] is not None), None)
-                if value is not None:
-                    taken[column] = value
+        for o in others:  # the nearest record first: what it has is taken before a farther one's
+            _fold(trace, call, o)
         if batch["ttft_s"][rows[call]] is None:
             for o in others:
                 ttft = batch["ttft_s"][rows[o]]
                 if ttft is not None:
-                    taken["ttft_s"] = max(0.0, ttft - (start[call] - start[o]) / 1e9)
+                    first_token = max(0.0, ttft - (start[call] - start[o]) / 1e9)
+                    trace.merged.setdefault(call, {})["ttft_s"] = first_token
                     break
-        if taken:
-            trace.merged[call] = taken
-        if _model(trace, call) is None:
-            named = next((o for o in others if _model(trace, o) is not None), None)
-            if named is not None:
-                trace.label[call] = trace.label[named]
         for o in others:
             trace.kind[o] = "step"
             repairs.append(Repair(o, SAME_CALL, call))
@@ -214,6 +217,51 @@ def _depth(parent: list[int], i: int) -> int:
     while (i := parent[i]) != -1:
         depth += 1
     return depth
+
+
+def _fold(trace: Trace, call: int, record: int) -> None:
+    """What ``call`` lacks (tokens, server timings, the model) and ``record``, another record of it, has."""
+    batch, rows = trace.batch, trace.rows
+    merged = trace.merged.setdefault(call, {})
+    for column in CALL_FIELDS:
+        value = batch[column][rows[record]]
+        if value is not None and batch[column][rows[call]] is None:
+            merged.setdefault(column, value)
+    if not merged:
+        del trace.merged[call]
+    if _model(trace, call) is None and _model(trace, record) is not None:
+        trace.label[call] = trace.label[record]
+
+
+def _stream_end_logs(trace: Trace, calls: list[int]) -> list[Repair]:
+    """Fold each stream-end log (an llm record of no duration) into the call it ends, extending that call
+    to it; the repairs."""
+    start, end, parent, children = trace.start, trace.end, trace.parent, trace.children
+    ttfts, rows = trace.batch["ttft_s"], trace.rows
+    repairs: list[Repair] = []
+    for log in calls:
+        p = parent[log]
+        if start[log] != end[log] or p == -1:
+            continue
+        at = start[log]
+        earlier = [c for c in children[p] if c != log and start[c] <= at]
+        if not earlier:
+            continue
+        call = max(earlier, key=lambda c: (end[c], start[c]))
+        if (
+            trace.kind[call] != "llm"
+            or end[call] > at
+            or start[call] == end[call]
+            or ttfts[rows[call]] is not None
+            or any(end[call] <= start[c] for c in earlier if c != call)
+            or (_model(trace, log) or _model(trace, call)) != (_model(trace, call) or _model(trace, log))
+        ):
+            continue
+        end[call] = at
+        _fold(trace, call, log)
+        trace.kind[log] = "step"
+        repairs += [Repair(call, EARLY_END, call), Repair(log, SAME_CALL, call)]
+    return repairs
 
 
 def early_ends(trace: Trace) -> list[Repair]:
@@ -239,13 +287,16 @@ def early_ends(trace: Trace) -> list[Repair]:
         return need
 
     calls = [i for i, k in enumerate(kind) if k == "llm"]
+    repairs: list[Repair] = []
+    if any(start[i] == end[i] for i in calls):
+        repairs += _stream_end_logs(trace, calls)
+        calls = [i for i in calls if kind[i] == "llm"]
     if all(own_need(i) <= end[i] for i in calls):  # the common case: every call recorded whole
-        return []
+        return repairs
     calls.sort(key=lambda i: -_depth(parent, i))
     needed: dict[int, int] = {}
     for i in calls:
         needed[i] = max(own_need(i), end[i], *(needed.get(c, end[c]) for c in children[i]))
-    repairs: list[Repair] = []
     for i in reversed(calls):
         if needed[i] <= end[i]:
             continue
