@@ -11,8 +11,10 @@ usage comes from ``message_start`` and ``message_delta``.  Anthropic reports no
 server timings, so its calls are split by time to first token, else unsplit.
 
 SDK versions that emit their own OpenTelemetry GenAI span for each call (scope
-``com.anthropic.sdk.python``) keep it as the call's llm span: agentscope then
-adds only the failed attempts and backoff sleeps under it.  A peer patched below
+``com.anthropic.sdk.python``, anthropic 1.14 and later) keep it as the call's llm
+span: agentscope then adds only the failed attempts and backoff sleeps under it.
+A client whose own spans are switched off (``open_telemetry=False``,
+``ANTHROPIC_OPEN_TELEMETRY=false``) gets agentscope's.  A peer patched below
 agentscope (OpenInference's or OpenLLMetry's anthropic instrumentor) has its span
 made the call in the same way, and gets the response's usage and a stream's
 first token on it while that span is current, as with openai (OpenLLMetry's
@@ -88,10 +90,14 @@ def _raw_responses() -> tuple[type, ...]:
     return tuple(getattr(_response, name) for name in names if hasattr(_response, name))
 
 
-def _sdk_makes_its_own_spans() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("anthropic._tracing") is not None
+def _client_traces(client: Any) -> bool:
+    """Whether this client makes a span of its own for each call.  Clients of anthropic 1.14 and later do
+    unless their ``open_telemetry`` option (or ``ANTHROPIC_OPEN_TELEMETRY=false``) switches them off;
+    earlier ones have no such option and make none.  Where it makes none, agentscope's span is the call."""
+    try:
+        return bool(client.open_telemetry["traces"]["enabled"])
+    except (AttributeError, KeyError, TypeError):
+        return False
 
 
 class AnthropicInstrumentor(Instrumentor):
@@ -109,7 +115,7 @@ class AnthropicInstrumentor(Instrumentor):
                 "openinference.instrumentation.anthropic",
                 "opentelemetry.instrumentation.anthropic",
             ),
-            skip_span=_sdk_makes_its_own_spans(),
+            skip_span=_client_traces,
             reads_for_peers=peer_reader(self, "anthropic._base_client"),
         )
         calls, calls_async = call_sync(A.OPERATION_CHAT, dialect), call_async(A.OPERATION_CHAT, dialect)

@@ -95,3 +95,38 @@ def test_uninstrument_restores_the_sdk():
     assert Messages.create is not original
     instrumentor.uninstrument()
     assert Messages.create is original
+
+
+def test_a_client_with_its_own_spans_switched_off_gets_agentscopes(tmp_path, monkeypatch):
+    """``open_telemetry=False`` (or ``ANTHROPIC_OPEN_TELEMETRY=false``) stops the SDK's own span for each
+    call; agentscope's is then the call, not nothing."""
+    store = tmp_path / "off.duckdb"
+    monkeypatch.setenv("ANTHROPIC_OPEN_TELEMETRY", "false")
+    server = SimServer(Profile(prefill_ms=20, tokens_per_s=400, output_tokens=8, seed=1)).start()
+    ags.init(store=store, instrument=False)
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument()
+    try:
+        clients = {
+            "own": anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="k", open_telemetry={}),
+            "off": anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="k", open_telemetry=False),
+            "env": anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="k"),
+        }
+        for name, client in clients.items():
+            ags.task(name)(
+                lambda client=client: client.messages.create(
+                    model="claude-sim", max_tokens=50, messages=MESSAGES
+                )
+            )()
+    finally:
+        instrumentor.uninstrument()
+        ags.shutdown()
+        server.stop()
+    with Store(store, read_only=True) as opened:
+        scopes = dict(
+            opened.con.execute(
+                "SELECT t.name, s.scope FROM spans s JOIN spans t ON t.span_id = s.parent_id "
+                "WHERE s.kind = 'llm'"
+            ).fetchall()
+        )
+    assert scopes == {"own": "com.anthropic.sdk.python", "off": "agentscope", "env": "agentscope"}
