@@ -97,9 +97,9 @@ class Dialect:
     peer_scopes: tuple[str, ...] = ()
     """Instrumentation scopes of peer instrumentations of this same SDK, whose current span is the call
     (a framework's span that is current, LlamaIndex's ``OpenAILike.astream_chat`` say, is not)."""
-    skip_span: Callable[[Any], bool] = lambda client: False
-    """Whether the SDK makes its own llm span for each call of this client; agentscope then adds only
-    attempts and backoff."""
+    skip_span: Callable[[Any], bool] | None = None
+    """Whether the SDK makes its own llm span for each call of this client (None: it never does);
+    agentscope then adds only attempts and backoff."""
     reads_for_peers: Callable[[], None] = lambda: None
     """Called when a call's span is a peer's below agentscope: from then on the SDK's ``_process_response``
     writes what the response carries on that span (:func:`peer_reader`).  An app with no such peer
@@ -217,7 +217,7 @@ def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: D
         provider, joins = _destination(client)
         if _peer_inside(wrapped, instance):
             dialect.reads_for_peers()
-        elif not dialect.skip_span(client):
+        elif dialect.skip_span is None or not dialect.skip_span(client):
             context = otel_context.get_current()
             model = kwargs.get("model")
             model = model if model is None or isinstance(model, str) else str(model)
