@@ -77,10 +77,10 @@ _CALLS = (
     ("anthropic.resources.beta.prompt_caching", ("create",)),
 )
 """(module, methods) of each Messages API, the classes ``Messages`` and ``AsyncMessages``: the API (a module
-before anthropic 0.4x, a package since, which re-exports its classes), its beta namesake, and prompt
-caching's beta of 0.3x–0.4x.  ``parse`` (structured outputs) posts without ``create``.  Each API's
-``stream()`` helper does too, from a manager that sends the request when its block is entered.  A path a
-version lacks is skipped."""
+up to anthropic 0.40, a package from 0.41, which re-exports its classes), its beta namesake, and prompt
+caching's beta (``client.beta.prompt_caching``, up to 0.40).  ``parse`` (structured outputs) posts
+without ``create``.  Each API's ``stream()`` helper does too, from a manager that sends the request when
+its block is entered.  A path a version lacks is skipped."""
 
 
 def _raw_responses() -> tuple[type, ...]:
