@@ -55,10 +55,10 @@ Limit: the step's own work after the stream ended (parsing the answer, say) is
 counted as the call's decode; a span extended only to its first token still
 leaves the decode it did not record to its parent.
 
-The early end has a second shape, the **stream-end log**: Logfire's openai
-instrumentation ends a streamed call's span when the SDK hands back the stream,
-and logs its end — usage, and how long the stream took — as a record of no
-duration beside it.  An llm record of no duration whose latest-ending earlier
+The early end has a second shape, the **stream-end log**: Logfire's LLM-provider
+instrumentations (openai, anthropic) end a streamed call's span when the SDK
+hands back the stream, and log its end — usage, and how long the stream took —
+as a record of no duration beside it.  An llm record of no duration whose latest-ending earlier
 sibling (same parent) is an llm record of the same model, with no first token of
 its own and nothing else begun between them, is read as that call's end: the
 call is extended to it (``early-end``), takes what it lacks from it (tokens, the
@@ -254,8 +254,10 @@ def _stream_end_logs(trace: Trace, calls: list[int]) -> list[Repair]:
             or start[call] == end[call]
             or ttfts[rows[call]] is not None
             or any(end[call] <= start[c] for c in earlier if c != call)
-            or (_model(trace, log) or _model(trace, call)) != (_model(trace, call) or _model(trace, log))
         ):
+            continue
+        models = {_model(trace, log), _model(trace, call)} - {None}
+        if len(models) > 1:
             continue
         end[call] = at
         _fold(trace, call, log)
