@@ -117,11 +117,16 @@ def _logfire_openai(peer: Peer) -> None:
     logfire.instrument_openai()
 
 
+def _pydantic_ai(peer: Peer) -> None:
+    peer.provider()  # its Instrumentation capability records on the global provider
+
+
 PEERS: dict[str, Callable[[Peer], None]] = {
     "openinference-langchain": _openinference_langchain,
     "openinference-openai": _openinference_openai,
     "openllmetry-openai": _openllmetry_openai,
     "langfuse": _langfuse,
+    "pydantic-ai": _pydantic_ai,
     "logfire-openai": _logfire_openai,
     "logfire-openai-only": _logfire_openai,  # agentscope's integrations off
     "openinference-llamaindex": _openinference_llamaindex,
@@ -160,6 +165,26 @@ def _function_agent(base_url: str, shape: str) -> Callable[[], object]:
     return lambda: _event_loop().run_until_complete(run())
 
 
+def _pydantic_agent(base_url: str, shape: str) -> Callable[[], object]:
+    """pydantic-ai's agent over the OpenAI chat model, instrumented by its own capability; it streams when
+    the shape does."""
+    from pydantic_ai import Agent
+    from pydantic_ai.capabilities import Instrumentation
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=base_url, api_key="sim"))
+    agent = Agent(model, capabilities=[Instrumentation()], tools=list(TOOLS.values()))
+    if shape != "streamed":
+        return lambda: agent.run_sync(prompt_for(shape))
+
+    async def streamed() -> object:
+        async with agent.run_stream(prompt_for(shape)) as result:
+            return await result.get_output()
+
+    return lambda: _event_loop().run_until_complete(streamed())
+
+
 @functools.cache
 def _event_loop() -> asyncio.AbstractEventLoop:
     """One loop for every task of the process, so the clients LlamaIndex keeps are closed on a live one."""
@@ -173,6 +198,8 @@ def _run_task(scenario: str, peer: Peer, base_url: str, shape: str, as_task: boo
         run = _react_agent(base_url, shape)
     elif scenario.startswith("openinference-llamaindex"):
         run = _function_agent(base_url, shape)
+    elif scenario == "pydantic-ai":
+        run = _pydantic_agent(base_url, shape)
     else:
         import openai
 

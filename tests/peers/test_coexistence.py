@@ -39,6 +39,8 @@ SCENARIOS = {
     "OpenLLMetry openai first": ("openllmetry-openai", "peer-first", True, "openai.chat"),
     "Langfuse drop-in after ags.init": ("langfuse", "ags-first", True, "OpenAI-generation"),
     "Langfuse drop-in before ags.init": ("langfuse", "peer-first", True, "OpenAI-generation"),
+    "pydantic-ai, task": ("pydantic-ai", "ags-first", True, "chat gpt-oss-120b"),
+    "pydantic-ai first, no task": ("pydantic-ai", "peer-first", False, "chat gpt-oss-120b"),
     "Logfire openai": ("logfire-openai", "ags-first", True, "Chat Completion with {request_data[model]!r}"),
     "Logfire openai first": (
         "logfire-openai",
