@@ -64,6 +64,18 @@ def require(module: str) -> object:
     return pytest.importorskip(module)
 
 
+def interpreter_of(variable: str, extra: str) -> str:
+    """The Python of an environment of its own holding ``extra`` (a peer whose pins cannot sit beside the
+    ``peers`` extra's), named by the environment variable ``variable`` (.ci/run makes it): skipped where
+    it is not set, a failure where ``AGENTSCOPE_REQUIRE_PEERS=1`` (CI)."""
+    python = os.environ.get(variable)
+    if python:
+        return python
+    if os.environ.get("AGENTSCOPE_REQUIRE_PEERS") == "1":
+        pytest.fail(f"{variable} names no environment with the {extra} extra")
+    pytest.skip(f"set {variable} to an environment with the {extra} extra")
+
+
 TOOL_MS: dict[str, float] = {}
 """Stopwatch readings (ms) of the tools run in the task in progress."""
 

@@ -10,21 +10,18 @@ each request: one call, its model time, its tokens, and a first-token split on s
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from harness import Measured, assert_model_time, require
+from harness import Measured, assert_model_time, interpreter_of, require
 
 from agentscope.analysis import categories as C
 from agentscope.analysis.pipeline import task_results
 from agentscope.store import Store
 
 RUNNER = Path(__file__).with_name("anthropic_forms.py")
-CLASSIC_PYTHON = os.environ.get("AGENTSCOPE_ANTHROPIC_CLASSIC_PYTHON")
-"""The interpreter of an environment with the ``peers-anthropic-classic`` extra (.ci/run makes it)."""
 
 STREAMED = {"create, stream=True", "stream()", "async stream()", "beta stream()"}
 EMPTY_PEER_RECORD = {("openllmetry", "beta stream()")}
@@ -56,11 +53,7 @@ def _python(sdk: str) -> str:
         require("openinference.instrumentation.anthropic")
         require("opentelemetry.instrumentation.anthropic")
         return sys.executable
-    if CLASSIC_PYTHON:
-        return CLASSIC_PYTHON
-    if os.environ.get("AGENTSCOPE_REQUIRE_PEERS") == "1":
-        pytest.fail("AGENTSCOPE_ANTHROPIC_CLASSIC_PYTHON names no environment with peers-anthropic-classic")
-    pytest.skip("set AGENTSCOPE_ANTHROPIC_CLASSIC_PYTHON to an environment with peers-anthropic-classic")
+    return interpreter_of("AGENTSCOPE_ANTHROPIC_CLASSIC_PYTHON", "peers-anthropic-classic")
 
 
 @pytest.mark.parametrize(("sdk", "peer", "order"), SCENARIOS, ids=["-".join(s) for s in SCENARIOS])

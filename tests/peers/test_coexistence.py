@@ -8,13 +8,12 @@ under its tool, a first-token split on streamed calls (DESIGN §14)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from harness import SEQUENTIAL_PROMPT, Measured, assert_model_time, require
+from harness import SEQUENTIAL_PROMPT, Measured, assert_model_time, interpreter_of, require
 
 from agentscope.analysis import categories as C
 from agentscope.analysis.pipeline import task_results
@@ -72,19 +71,13 @@ SCENARIOS = {
 NO_FIRST_TOKEN = {"logfire-openai-only"}
 """Peers that record no first token: alone, their streamed calls are inference unsplit."""
 
-LLAMAINDEX_PYTHON = os.environ.get("AGENTSCOPE_LLAMAINDEX_PYTHON")
-"""The interpreter of an environment with the ``peers-llamaindex`` extra: LlamaIndex's openai LLMs need
-an openai release the ``peers`` extra does not allow, so its scenarios run there (.ci/run makes it)."""
-
 
 def _python(scenario: str) -> str:
+    """LlamaIndex's openai LLMs need an openai release the ``peers`` extra does not allow, so its scenarios
+    run in an environment with the ``peers-llamaindex`` extra."""
     if not scenario.startswith("openinference-llamaindex"):
         return sys.executable
-    if LLAMAINDEX_PYTHON:
-        return LLAMAINDEX_PYTHON
-    if os.environ.get("AGENTSCOPE_REQUIRE_PEERS") == "1":
-        pytest.fail("AGENTSCOPE_LLAMAINDEX_PYTHON names no environment with the peers-llamaindex extra")
-    pytest.skip("set AGENTSCOPE_LLAMAINDEX_PYTHON to an environment with the peers-llamaindex extra")
+    return interpreter_of("AGENTSCOPE_LLAMAINDEX_PYTHON", "peers-llamaindex")
 
 
 def _run(scenario: str, order: str, as_task: bool, store: Path) -> dict:
