@@ -46,12 +46,18 @@ def _follow_body(response: Any, end: Callable[[BaseException | None], None]) -> 
     weakref.finalize(response, end, None)
 
 
+def _end_of(response: Any) -> Callable[[BaseException | None], None] | None:
+    """The span's end a response holds until its body is done, taken from it (once)."""
+    fields = getattr(response, "__dict__", None)
+    return fields.pop(_END, None) if isinstance(fields, dict) else None
+
+
 def _body_done(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
     """``_response_eof`` (the body's last byte), ``release()`` or ``close()`` of a response."""
     try:
         return wrapped(*args, **kwargs)
     finally:
-        end = instance.__dict__.pop(_END, None)
+        end = _end_of(instance)
         if end is not None:
             end(None)
 
@@ -61,7 +67,7 @@ async def _read(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs:
     try:
         return await wrapped(*args, **kwargs)
     except BaseException as exc:
-        end = instance.__dict__.pop(_END, None)
+        end = _end_of(instance)
         if end is not None:
             end(exc)
         raise
