@@ -5,7 +5,7 @@ Run as a script, one scenario per process (the global tracer provider can be set
     python anthropic_forms.py STORE [--peer none|openinference|openllmetry] [--order ags-first|peer-first]
 
 It starts a simulated provider with known delays, sets up ``ags.init(store=STORE)`` and the peer's
-anthropic instrumentor in the order given, and runs one ``@ags.task`` per form and round (``FORMS``;
+anthropic instrumentor in the order given, and runs one ``@ags.task`` per form and round (:func:`_forms`;
 the first round warms the process up): a tool step, then the call.  It prints one JSON line: per task
 its form, the requests the provider served (with their tokens) and the tool's stopwatch reading; the
 installed anthropic version; what the ``agentscope`` logger said.  The test reads the store beside it.
