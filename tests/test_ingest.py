@@ -259,6 +259,48 @@ def test_otlp_protobuf_single_and_length_delimited_from_the_real_otel_encoder(tm
         }
 
 
+def test_otlp_json_with_protobufs_field_names_reads_as_the_camel_case_one(tmp_path):
+    """protobuf's JSON writers can keep the field names (``resource_spans``, ``string_value``), and its
+    parsers accept them: such a file, or a receiver's body, stores what its lowerCamelCase twin does."""
+    from google.protobuf.json_format import MessageToJson
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentscope.ingest.receiver import decode
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("producer")
+    chat_attributes = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5, "cached": True}
+    with (
+        tracer.start_as_current_span("task", attributes={"agentscope.kind": "task", "tags": ["a", "b"]}),
+        tracer.start_as_current_span("chat gpt-4o", attributes=chat_attributes) as chat,
+    ):
+        chat.add_event("gen_ai.content.completion_chunk")
+    request = encode_spans(exporter.get_finished_spans())
+    proto_names = MessageToJson(request, preserving_proto_field_name=True, indent=None)
+    assert '"resource_spans"' in proto_names and '"start_time_unix_nano"' in proto_names
+    (tmp_path / "snake.jsonl").write_text(proto_names + "\n")
+    (tmp_path / "camel.jsonl").write_text(MessageToJson(request, indent=None) + "\n")
+    (tmp_path / "snake.json").write_text(MessageToJson(request, preserving_proto_field_name=True))
+    tables = {}
+    for name in ("snake.jsonl", "camel.jsonl", "snake.json"):
+        with Store(None) as store:
+            summary = ingest(store, [tmp_path / name])
+            assert summary.ok and summary.stored == 2, (name, summary.problems)
+            tables[name] = store.con.execute("SELECT * FROM spans ORDER BY span_id").fetchall()
+    assert tables["snake.jsonl"] == tables["camel.jsonl"] == tables["snake.json"]
+    assert {row[4] for row in tables["camel.jsonl"]} == {"task", "llm"}
+    received = decode(proto_names.encode(), "application/json")
+    assert [record.row for record in received] == [
+        record.row for record in decode(MessageToJson(request).encode(), "application/json")
+    ]
+    assert all(record.problem is None for record in received) and len(received) == 2
+
+
 def test_agentscope_sdk_jsonl_round_trip_keeps_cpu_and_thread(tmp_path):
     path = tmp_path / "sdk.jsonl"
     ags.init(store=None, jsonl_path=path, instrument=False)

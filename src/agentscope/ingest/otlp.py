@@ -107,6 +107,8 @@ def json_request_records(request: Any, line: int, check_sizes: bool = True) -> I
     """
     if request == {}:  # an empty request: JSON leaves out an empty list, as protobuf sends no bytes
         return
+    if isinstance(request, dict) and "resource_spans" in request and "resourceSpans" not in request:
+        request = _camel_case_keys(request)
     if not isinstance(request, dict) or "resourceSpans" not in request:
         yield Record(line, problem="not an OTLP ExportTraceServiceRequest (no resourceSpans)")
         return
@@ -114,6 +116,23 @@ def json_request_records(request: Any, line: int, check_sizes: bool = True) -> I
         yield from _json_resource_spans(request["resourceSpans"], line, check_sizes)
     except (TypeError, AttributeError, KeyError) as exc:
         yield Record(line, problem=f"malformed OTLP request: {type(exc).__name__}: {exc}")
+
+
+def _camel_case_keys(value: Any) -> Any:
+    """A request written with protobuf's own field names (``resource_spans``, ``start_time_unix_nano``:
+    protobuf's ``preserving_proto_field_name``, Go's ``UseProtoNames``) with OTLP/JSON's lowerCamelCase
+    keys instead, as protobuf's JSON parsers accept either.  Every object key in a request is a field
+    name (attribute keys are values), so all of them are renamed."""
+    if isinstance(value, dict):
+        return {_camel_case(key): _camel_case_keys(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_camel_case_keys(item) for item in value]
+    return value
+
+
+def _camel_case(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def _json_resource_spans(resource_spans_list: Any, line: int, check_sizes: bool) -> Iterator[Record]:
