@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import socket
 import subprocess
 import sys
 import textwrap
 import threading
+import time
 import typing
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import duckdb
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 import agentscope as ags
+from agentscope.sdk.collector import EXPORTER_LOGGER
 from agentscope.store import SCHEMA_VERSION, Store
 from agentscope.store.schema import COLUMN_NAMES, TYPED_NAMES, rows_to_table
 
@@ -233,6 +239,76 @@ def test_otlp_http_export_reaches_a_collector():
     name, keys = names[0]
     assert name == "chat gpt-oss-120b"
     assert {"gen_ai.usage.input_tokens", "gen_ai.operation.name", "agentscope.cpu_ns"} <= keys
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on: a connection to it is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_collector_that_is_down_is_said_once_and_the_exit_waits_no_longer_than_its_timeout():
+    """OpenTelemetry's exporter logs every failed attempt of every batch; agentscope's says the first
+    failure once, through the agentscope logger.  The exporter's timeout bounds the wait at exit (the
+    knob docs/api.md names)."""
+    closed = _closed_port()
+    code = f"""
+        import logging
+        logging.basicConfig(format="%(name)s: %(message)s")
+        import agentscope as ags
+        ags.init(service_name="app", store=None, otlp_endpoint="http://127.0.0.1:{closed}", instrument=False)
+        for _ in range(3):
+            with ags.span("work", kind="step"):
+                pass
+            ags.flush(timeout_millis=10_000)
+        """
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "1"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started < 15
+    said = [line for line in result.stderr.splitlines() if line.startswith("agentscope:")]
+    assert len(said) == 1, result.stderr
+    assert f"exporting spans to http://127.0.0.1:{closed}/v1/traces failed" in said[0]
+    assert "ConnectionError: 1 span(s) not exported: " in said[0]
+    assert "opentelemetry" not in result.stderr and "Traceback" not in result.stderr
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """A collector that refuses every request as malformed (not retried by the exporter)."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(400)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_collector_that_refuses_the_spans_is_said_once_with_its_answer(caplog):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_port}/v1/traces"
+    try:
+        ags.init(store=None, otlp_endpoint=endpoint, instrument=False)
+        for _ in range(2):
+            with ags.span("work", kind="step"):
+                pass
+            ags.flush()
+        apps_own = OTLPSpanExporter(endpoint=endpoint)  # the same refusal, to the app's own exporter
+        assert apps_own.export([]) is SpanExportResult.FAILURE
+        ags.shutdown()
+    finally:
+        server.shutdown()
+    where = f"exporting spans to {endpoint}"
+    said = [r.getMessage() for r in caplog.records if where in r.getMessage()]
+    assert len(said) == 1 and "400" in said[0]
+    exporters_own = [r.getMessage() for r in caplog.records if r.name == EXPORTER_LOGGER]
+    assert len(exporters_own) == 1 and "400" in exporters_own[0]  # the app's, not agentscope's two
 
 
 class _App(_Collector):

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from agentscope import __version__
 from agentscope import attributes as A
 from agentscope.sdk._safety import report
+from agentscope.sdk.collector import CollectorExporter
 from agentscope.sdk.instrumentation import instrument as instrument_libraries
 from agentscope.sdk.open_spans import OpenSpans
 from agentscope.sdk.otlp_json import JsonLinesSpanExporter
@@ -102,7 +103,7 @@ def _otlp_exporter(endpoint: str) -> SpanExporter:
 
     if not endpoint.rstrip("/").endswith("/v1/traces"):
         endpoint = endpoint.rstrip("/") + "/v1/traces"
-    return OTLPSpanExporter(endpoint=endpoint)
+    return CollectorExporter(OTLPSpanExporter(endpoint=endpoint), endpoint)
 
 
 def init(
