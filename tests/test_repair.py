@@ -510,3 +510,51 @@ def test_a_stream_end_log_beside_agentscopes_record_of_the_stream_counts_the_cal
     ms = {key: ns / MS for key, ns in zip(KEYS, result.components) if ns}
     assert ms["inference.decode"] == pytest.approx(365 - 170.1, abs=0.5)  # from the first token on
     assert ms["other"] == pytest.approx(400 - 364, abs=0.5)  # only the task's own time around the call
+
+
+def test_a_peer_record_ended_at_the_headers_beside_the_sdks_record_of_the_stream_is_not_the_call():
+    """OpenLLMetry's anthropic record of a stream read through ``with_streaming_response``: it ends when
+    the SDK hands back the response (at the headers), with zero tokens, beside the SDK's own record of
+    the whole stream.  Neither holds the other, so the shorter was once taken as the call and the rest
+    of the stream read as `other`."""
+    t = trace(
+        span("R", None, "task", 0, 406),
+        span("T", "R", "tool", 0, 40),
+        span("P", "R", "llm", 40.7, 201.4, name="anthropic.chat", label="claude-x", scope=THEIRS,
+             input_tokens=0, output_tokens=0),
+        span("S", "R", "llm", 42.2, 405.7, name="anthropic.messages.create", label="claude-x",
+             scope="com.anthropic.sdk.python", ttft_s=0.167, input_tokens=12, output_tokens=40),
+    )  # fmt: skip
+    assert [(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs] == [
+        ("P", EARLY_END, "P"),
+        ("P", SAME_CALL, "S"),
+        ("S", ENCLOSED_SIBLING, "P"),
+    ]
+    result = explain(t, 0).result
+    assert (result.llm_calls, result.input_tokens, result.output_tokens) == (1, 12, 40)
+    ms = {key: round(ns / MS, 1) for key, ns in zip(KEYS, result.components) if ns}
+    assert ms["inference.unsplit"] == 167 and ms["inference.decode"] == pytest.approx(196.5)
+
+
+def test_a_peer_record_ended_before_the_first_token_of_the_record_around_it_is_extended():
+    """A peer patched below agentscope records a raw-response stream inside agentscope's record and ends
+    at the headers, before the first token agentscope's record saw: it is extended to the end of the
+    record around it, which read the stream, and stands for the call with that record's data."""
+    spans = [
+        span("R", None, "task", 0, 400),
+        span("O", "R", "llm", 0, 360, name="chat claude-x", label="claude-x", scope=OURS, ttft_s=0.165,
+             input_tokens=12, output_tokens=40),
+        span("P", "O", "llm", 0.5, 159, name="anthropic.chat", label="claude-x", scope=THEIRS,
+             input_tokens=0, output_tokens=0),
+    ]  # fmt: skip
+    t = trace(*spans)
+    assert [(t.span_id(r.span), r.rule, t.span_id(r.new_parent)) for r in t.repairs] == [
+        ("P", EARLY_END, "O"),
+        ("O", SAME_CALL, "P"),
+    ]
+    result = explain(t, 0).result
+    assert (result.llm_calls, result.input_tokens, result.output_tokens) == (1, 12, 40)
+    ms = {key: round(ns / MS, 1) for key, ns in zip(KEYS, result.components) if ns}
+    assert ms["inference.unsplit"] == 164.5 and ms["inference.decode"] == 195
+    untouched = explain(trace(*spans, repair=False), 0).result
+    assert (untouched.llm_calls, untouched.output_tokens) == (2, 40)

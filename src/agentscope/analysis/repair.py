@@ -32,6 +32,13 @@ server timings, time to first token (moved to its own start) and the model — i
 taken from the nearest record that has it.  The call is then counted once: its
 time, its tokens, its calls.
 
+A token count of 0 yields to another record's count: OpenLLMetry writes zeros for a
+response it could not read.  Records that do not nest are made to first: a record
+that ended while another record of the call, begun inside it, went on (OpenLLMetry's
+record of a stream read through ``with_streaming_response``, ended when the SDK
+handed back the response, beside the SDK's own record of the whole stream) is
+extended to that record's end (``early-end``).
+
 Limit: two truly concurrent requests to one model in one trace, running at the
 same time, recorded by different packages (one call recorded only by
 OpenInference, the other only by agentscope), are read as one call.  Two calls
@@ -44,7 +51,9 @@ the workflow step that asked for it, and the span's first-token event comes long
 after the span's end.  An llm span whose own first token, or one of whose
 children (the HTTP request, agentscope's own record of the stream), ends after
 it (or after the span it records the call with: LlamaIndex records
-``astream_chat`` twice, nested) cannot have recorded its whole call.  It is
+``astream_chat`` twice, nested), or that ends before the first token of the llm
+span it is nested in (a peer patched below agentscope ends its record of a
+raw-response stream at the headers), cannot have recorded its whole call.  It is
 extended to the end of its parent when the parent is an orchestration span
 (task, agent, step) or another llm record, that did nothing else after the span
 began (other children, like the request's preparation, ended before) — the step
@@ -104,6 +113,7 @@ CALL_FIELDS = (
 )
 """What a record standing for a call takes from the call's other records where it has none (the time
 to first token too, moved to its own start)."""
+TOKEN_FIELDS = frozenset(CALL_FIELDS[:3])
 
 
 def _model(trace: Trace, i: int) -> str | None:
@@ -185,6 +195,7 @@ def same_calls(trace: Trace) -> list[Repair]:
     repairs: list[Repair] = []
     batch, rows, start, end = trace.batch, trace.rows, trace.start, trace.end
     for group in _same_call_groups(trace):
+        repairs += _cut_short(trace, group)
         call = min(group, key=lambda i: (end[i] - start[i], -start[i]))
         others = sorted((i for i in group if i != call), key=lambda i: end[i] - start[i])
         for o in others:  # the nearest record first: what it has is taken before a farther one's
@@ -199,6 +210,20 @@ def same_calls(trace: Trace) -> list[Repair]:
         for o in others:
             trace.kind[o] = "step"
             repairs.append(Repair(o, SAME_CALL, call))
+    return repairs
+
+
+def _cut_short(trace: Trace, group: list[int]) -> list[Repair]:
+    """Extend each record of one call that ended while another record of it, begun inside it, went on
+    (a peer's record ended when the SDK handed back a raw response, before its body was read) to the
+    latest such end; the records then nest, and the innermost is the call.  The repairs."""
+    start, end = trace.start, trace.end
+    repairs: list[Repair] = []
+    for a in group:
+        later = max((end[b] for b in group if start[a] < start[b] and end[b] > end[a]), default=None)
+        if later is not None:
+            end[a] = later
+            repairs.append(Repair(a, EARLY_END, a))
     return repairs
 
 
@@ -220,12 +245,16 @@ def _depth(parent: list[int], i: int) -> int:
 
 
 def _fold(trace: Trace, call: int, record: int) -> None:
-    """What ``call`` lacks (tokens, server timings, the model) and ``record``, another record of it, has."""
+    """What ``call`` lacks (tokens, server timings, the model) and ``record``, another record of it, has.
+
+    A token count of 0 where another record of the call counted some is lacking too: the record never
+    saw the usage (OpenLLMetry writes zeros for a response it could not read)."""
     batch, rows = trace.batch, trace.rows
     merged = trace.merged.setdefault(call, {})
     for column in CALL_FIELDS:
         value = batch[column][rows[record]]
-        if value is not None and batch[column][rows[call]] is None:
+        own = batch[column][rows[call]]
+        if value is not None and (own is None or (own == 0 and column in TOKEN_FIELDS)):
             merged.setdefault(column, value)
     if not merged:
         del trace.merged[call]
@@ -286,6 +315,11 @@ def early_ends(trace: Trace) -> list[Repair]:
         for c in children[i]:
             if end[c] > need:
                 need = end[c]
+        p = parent[i]
+        if p != -1 and kind[p] == "llm" and (outer := ttfts[rows[p]]) is not None:  # in a record of its call
+            first_token = start[p] + round(outer * 1e9)
+            if first_token > need:
+                need = first_token
         return need
 
     calls = [i for i, k in enumerate(kind) if k == "llm"]

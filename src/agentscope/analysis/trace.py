@@ -100,12 +100,13 @@ class Trace:
         return self.batch[column][self.rows[i]]
 
     def call(self, column: str, i: int) -> Any:
-        """A call field of LLM span ``i`` (tokens, server timings, time to first token): its own, else what
-        another record of the same request supplied."""
-        value = self.batch[column][self.rows[i]]
-        if value is None and self.merged:
-            return self.merged.get(i, {}).get(column)
-        return value
+        """A call field of LLM span ``i`` (tokens, server timings, time to first token): what another record
+        of the same request supplied where its own was lacking (``repair._fold``), else its own."""
+        if self.merged:
+            supplied = self.merged.get(i)
+            if supplied is not None and column in supplied:
+                return supplied[column]
+        return self.batch[column][self.rows[i]]
 
     def span_id(self, i: int) -> str:
         return self.batch["span_id"][self.rows[i]]
