@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import operator
 import threading
 import time
@@ -168,9 +169,8 @@ class _Call:
         values = None
         try:
             if self.kwargs.get("stream"):
-                proxy_type = _AsyncStream if hasattr(result, "__aiter__") else _Stream
                 tracked = StreamState(rec, call, self, time.perf_counter_ns() - self.t0, self.cpu0, dialect)
-                return proxy_type(result, tracked)
+                return stream_proxy(result, tracked)
             body = result.parse() if isinstance(result, dialect.raw_responses) else result
             values = response_attributes(body, self.headers)
         except Exception as exc:
@@ -208,6 +208,13 @@ def _prepared(operation: str, model: Any, provider: str) -> tuple[str, dict[str,
     return (f"{operation} {model}" if model else operation), with_kind("llm", attributes)
 
 
+RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
+"""The header ``with_raw_response`` and ``with_streaming_response`` add to a call's ``extra_headers``: the
+SDK then returns the response, not the stream.  A peer that wraps the call cannot wrap that stream and
+ends its span when the call returns, at the headers; agentscope records such a call itself, beside the
+peer's record (which the analysis reads as the same call, ended early)."""
+
+
 def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: Dialect) -> _Call | None:
     """The call's bookkeeping, its span open and current; None (the call runs untouched) if opening its
     span failed.  The current context is read once, for the peer check, the span and the headers."""
@@ -215,14 +222,15 @@ def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: D
     try:
         client = getattr(instance, "_client", None)
         provider, joins = _destination(client)
-        if _peer_inside(wrapped, instance):
+        raw_stream = kwargs.get("stream") and RAW_RESPONSE_HEADER in (kwargs.get("extra_headers") or ())
+        if not raw_stream and _peer_inside(wrapped, instance):
             dialect.reads_for_peers()
         elif dialect.skip_span is None or not dialect.skip_span(client):
             context = otel_context.get_current()
             model = kwargs.get("model")
             model = model if model is None or isinstance(model, str) else str(model)
             name, attributes = _prepared(operation, model, provider)
-            peer = _peer_span(dialect.peer_scopes, context)
+            peer = None if raw_stream else _peer_span(dialect.peer_scopes, context)
             if peer is not None:
                 peer.set_attributes(attributes)
                 call = LLMCall(peer, getattr(peer, "start_time", now_ns()))
@@ -397,17 +405,17 @@ class StreamState:
         self.bodies.append(body)
 
     def end(self, error: BaseException | None = None, whole_stream_cpu: bool = False) -> None:
+        """End the call (once).  A stream never iterated (a raw response whose body was read some other
+        way, or not at all) ends as a call not streamed: its span, the body's read included, is the call."""
         if self.done:
             return
         self.done = True
         cpu = self.call_cpu_ns
         if whole_stream_cpu and threading.get_ident() == self.thread:
             cpu = time.thread_time_ns() - self.cpu0
-        extra: dict[str, Any] = {
-            A.STREAMED: True,
-            A.STREAM_CHUNKS: self.chunks,
-            A.STREAM_WAIT_NS: round(self.wait * 1e9),
-        }
+        extra: dict[str, Any] = {}
+        if self.iterator is not None:
+            extra = {A.STREAMED: True, A.STREAM_CHUNKS: self.chunks, A.STREAM_WAIT_NS: round(self.wait * 1e9)}
         try:
             for event in self.tail:
                 self.seen(self, event)
@@ -544,6 +552,70 @@ async def _timed_events(
         else:
             seen(tracked, chunk)
         yield chunk
+
+
+def stream_proxy(result: Any, tracked: StreamState) -> Any:
+    """What a streamed call hands back, timed: the SDK's stream, or the raw response it is parsed from
+    (``with_raw_response``, ``with_streaming_response``)."""
+    if isinstance(result, tracked.dialect.raw_responses):
+        return (_AsyncRawStream if inspect.iscoroutinefunction(result.parse) else _RawStream)(result, tracked)
+    return (_AsyncStream if hasattr(result, "__aiter__") else _Stream)(result, tracked)
+
+
+class _RawStream(wrapt.ObjectProxy):
+    """The raw response of a streamed call, whose ``parse()`` gives the stream, timed.
+
+    The call's span ends with that stream, or, if the body is read otherwise (``iter_lines()``, no
+    first token then), when the response is closed (leaving ``with_streaming_response``'s block) or
+    collected unparsed.  The response keeps its stream: a peer that parses it to look and drops what
+    it got leaves the caller the same stream, not one already ended; and a response dropped once
+    parsed (``for chunk in raw.parse()``) leaves the stream to end the call."""
+
+    def __init__(self, response: Any, tracked: StreamState) -> None:
+        super().__init__(response)
+        self._self_state = tracked
+        self._self_streams: list[Any] = []
+        weakref.finalize(self, _end_unless_parsed, tracked, self._self_streams)
+
+    def parse(self, *args: Any, **kwargs: Any) -> Any:
+        return self._self_timed(self.__wrapped__.parse(*args, **kwargs))
+
+    def _self_timed(self, parsed: Any) -> Any:
+        for known in self._self_streams:
+            if known.__wrapped__ is parsed:  # the SDK parses once
+                return known
+        if hasattr(parsed, "__aiter__"):
+            timed: Any = _AsyncStream(parsed, self._self_state)
+        elif hasattr(parsed, "__next__"):
+            timed = _Stream(parsed, self._self_state)
+        else:  # parsed to something else (``parse(to=httpx.Response)``): the body is the caller's to read
+            return parsed
+        self._self_streams.append(timed)
+        return timed
+
+    def close(self) -> None:
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_state.end(whole_stream_cpu=True)
+
+
+def _end_unless_parsed(tracked: StreamState, streams: list[Any]) -> None:
+    if not streams:
+        tracked.end()
+
+
+class _AsyncRawStream(_RawStream):
+    """The async client's raw response (``parse()`` and ``close()`` are coroutines)."""
+
+    async def parse(self, *args: Any, **kwargs: Any) -> Any:
+        return self._self_timed(await self.__wrapped__.parse(*args, **kwargs))
+
+    async def close(self) -> None:
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_state.end()
 
 
 def helper_close_sync(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
@@ -701,13 +773,10 @@ def _onto_peer(result: Any, stream: Any) -> Any:
         if peer is None:
             return result
         call = LLMCall(peer, getattr(peer, "start_time", None) or now_ns())
-        raw = isinstance(result, state.dialect.raw_responses)
         if stream:
-            if raw:
-                return result
             waited = time.perf_counter_ns() - state.t0
-            tracked = StreamState(None, call, state, waited, state.cpu0, state.dialect)
-            return (_AsyncStream if hasattr(result, "__aiter__") else _Stream)(result, tracked)
+            return stream_proxy(result, StreamState(None, call, state, waited, state.cpu0, state.dialect))
+        raw = isinstance(result, state.dialect.raw_responses)
         call.set_attributes(response_attributes(result.parse() if raw else result, state.headers))
     except Exception as exc:
         report(f"reading a {state.dialect.library} response for a peer's span", exc)

@@ -4,8 +4,9 @@ Patched (and restored by ``uninstrument``):
 
 - ``chat.completions.create``/``parse`` and ``responses.create``/``parse`` (and
   their ``beta`` namesakes), sync and async (also reached through
-  ``with_raw_response``; ``parse``, structured outputs, posts without
-  ``create``), the legacy ``completions.create`` and ``embeddings.create``: the
+  ``with_raw_response`` and ``with_streaming_response``, whose response hands
+  back the wrapped stream from ``parse()``; ``parse``, structured outputs, posts
+  without ``create``), the legacy ``completions.create`` and ``embeddings.create``: the
   llm span, with model, provider, token usage, server timings from any
   provider dialect, and, for streams, the
   time to the first content or tool-call delta, the chunk count and the time

@@ -522,6 +522,55 @@ def test_anext_then_an_async_loop_read_one_stream_and_end_its_span_once(instrume
     assert span.attributes[A.GEN_AI_RESPONSE_TTFC] > 0
 
 
+RAW_FORMS = ("raw parse", "streaming parse", "streaming lines", "async raw parse", "async streaming parse")
+
+
+def _read_raw_form(client: openai.OpenAI, aclient: openai.AsyncOpenAI, form: str) -> int:
+    """A streamed call made through a raw-response form, read as that form is read; the chunks or
+    lines read."""
+    kwargs = {"model": "m", "messages": MESSAGES, "stream": True, "stream_options": {"include_usage": True}}
+    if form == "raw parse":  # the raw response is dropped as soon as it is parsed
+        return len(list(client.chat.completions.with_raw_response.create(**kwargs).parse()))
+    if form == "streaming parse":
+        with client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            return len(list(response.parse()))
+    if form == "streaming lines":
+        with client.chat.completions.with_streaming_response.create(**kwargs) as response:
+            return sum(1 for line in response.iter_lines() if line.startswith("data: {"))
+
+    async def read() -> int:
+        if form == "async raw parse":
+            raw = await aclient.chat.completions.with_raw_response.create(**kwargs)
+            return len([chunk async for chunk in raw.parse()])
+        async with aclient.chat.completions.with_streaming_response.create(**kwargs) as response:
+            return len([chunk async for chunk in await response.parse()])
+
+    return asyncio.run(read())
+
+
+@pytest.mark.parametrize("form", RAW_FORMS)
+def test_a_stream_read_through_its_raw_response_is_one_call_until_its_last_chunk(instrumented, form):
+    """``with_raw_response`` and ``with_streaming_response`` hand back the response, not the stream: the
+    call lasts until the stream parsed from it ends (first token and usage read from it), or, read as
+    raw lines, until the response is closed."""
+    server = SimServer(Profile(queue_ms=10, prefill_ms=30, tokens_per_s=100, output_tokens=8)).start()
+    try:
+        client = openai.OpenAI(base_url=server.base_url, api_key="k")
+        aclient = openai.AsyncOpenAI(base_url=server.base_url, api_key="k")
+        assert _read_raw_form(client, aclient, form) == 8 + 3
+    finally:
+        server.stop()
+    (span,) = llm_spans(instrumented)
+    a = span.attributes
+    assert (span.end_time - span.start_time) / 1e6 >= 10 + 30 + 80  # the decode's 80 ms included
+    if form == "streaming lines":  # no chunk seen: a call whose span is the call, as if not streamed
+        assert A.STREAMED not in a and A.GEN_AI_RESPONSE_TTFC not in a
+    else:
+        assert a[A.STREAMED] is True and a[A.STREAM_CHUNKS] == 8 + 3
+        assert 0.035 <= a[A.GEN_AI_RESPONSE_TTFC] < (span.end_time - span.start_time) / 1e9
+        assert a[A.GEN_AI_USAGE_OUTPUT_TOKENS] == 8
+
+
 def test_uninstrument_restores_the_sdk(captured, sim):
     from openai._base_client import SyncAPIClient
     from openai.resources.chat.completions import Completions

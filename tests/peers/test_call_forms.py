@@ -1,11 +1,13 @@
-"""Every form of an anthropic call is one model call, alone or beside OpenInference's or OpenLLMetry's
-anthropic instrumentor, each scenario in a process of its own (``anthropic_forms.py``).
+"""Every form of an anthropic or openai call is one model call, alone or beside OpenInference's or
+OpenLLMetry's instrumentor of that SDK, each scenario in a process of its own (``call_forms.py``).
 
-Two SDK generations: the one the ``peers`` extra installs, which makes its own span for each call, and
-anthropic 1.13 (extra ``peers-anthropic-classic``, an environment of its own), the last that makes none,
-where agentscope's integration makes the call's span: ``messages.stream()``, ``parse`` and the beta
-API post without ``create`` and were once left out.  Held to the simulated provider's own record of
-each request: one call, its model time, its tokens, and a first-token split on streamed calls."""
+Two anthropic generations: the one the ``peers`` extra installs, which makes its own span for each call,
+and anthropic 1.13 (extra ``peers-anthropic-classic``, an environment of its own), the last that makes
+none, where agentscope's integration makes the call's span: ``messages.stream()``, ``parse`` and the
+beta API post without ``create`` and were once left out.  On both SDKs, a stream read through the raw
+response (``with_raw_response``, ``with_streaming_response``), which no peer can wrap: the peers end
+their record at its headers.  Held to the simulated provider's own record of each request: one call,
+its model time, its tokens, and a first-token split on streamed calls."""
 
 from __future__ import annotations
 
@@ -21,9 +23,17 @@ from agentscope.analysis import categories as C
 from agentscope.analysis.pipeline import task_results
 from agentscope.store import Store
 
-RUNNER = Path(__file__).with_name("anthropic_forms.py")
+RUNNER = Path(__file__).with_name("call_forms.py")
 
-STREAMED = {"create, stream=True", "stream()", "async stream()", "beta stream()"}
+STREAMED = {
+    "create, stream=True",
+    "stream()",
+    "async stream()",
+    "beta stream()",
+    "with_streaming_response, stream=True",
+    "with_raw_response, stream=True",
+    "async with_streaming_response, stream=True",
+}
 EMPTY_PEER_RECORD = {("openllmetry", "beta stream()")}
 """OpenLLMetry 0.62's span for ``beta.messages.stream()`` ends as the helper returns its manager, before
 the request is sent, with no tokens: a record of its own beside the call, counted as a second call
@@ -36,7 +46,7 @@ to the final count) and no first token, the call's time unsplit (docs/coexistenc
 
 SCENARIOS = [
     (sdk, peer, order)
-    for sdk in ("current", "classic")
+    for sdk in ("current", "classic", "openai")
     for peer, order in (
         ("none", "ags-first"),
         ("openinference", "ags-first"),
@@ -45,26 +55,29 @@ SCENARIOS = [
         ("openllmetry", "peer-first"),
     )
 ]
+"""``current`` and ``classic`` are the two anthropic generations."""
 
 
 def _python(sdk: str) -> str:
-    if sdk == "current":
-        require("anthropic")
-        require("openinference.instrumentation.anthropic")
-        require("opentelemetry.instrumentation.anthropic")
-        return sys.executable
-    return interpreter_of("AGENTSCOPE_ANTHROPIC_CLASSIC_PYTHON", "peers-anthropic-classic")
+    if sdk == "classic":
+        return interpreter_of("AGENTSCOPE_ANTHROPIC_CLASSIC_PYTHON", "peers-anthropic-classic")
+    library = "anthropic" if sdk == "current" else "openai"
+    require(library)
+    require(f"openinference.instrumentation.{library}")
+    require(f"opentelemetry.instrumentation.{library}")
+    return sys.executable
 
 
 @pytest.mark.parametrize(("sdk", "peer", "order"), SCENARIOS, ids=["-".join(s) for s in SCENARIOS])
 def test_every_form_of_a_call_is_one_model_call(sdk, peer, order, tmp_path):
     store = tmp_path / "store.duckdb"
-    command = [_python(sdk), str(RUNNER), str(store), "--peer", peer, "--order", order]
+    library = "openai" if sdk == "openai" else "anthropic"
+    command = [_python(sdk), str(RUNNER), str(store), "--sdk", library, "--peer", peer, "--order", order]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     seen = json.loads(done.stdout.splitlines()[-1])
     if sdk == "classic":
-        assert seen["anthropic"] == "1.13.0", seen["anthropic"]
+        assert seen["sdk"] == "1.13.0", seen["sdk"]
     assert seen["said"] == []
     with Store(store, read_only=True) as opened:
         results = sorted(task_results(opened), key=lambda r: r.start_ns)
