@@ -99,6 +99,12 @@ CONTENT_KEYS = frozenset(
         "gen_ai.tool.call.result",
         "traceloop.entity.input",
         "traceloop.entity.output",
+        "gen_ai.task.input",  # OpenLLMetry's LangChain spans, as its entity input and output since 0.5x
+        "gen_ai.task.output",
+        "traceloop.prompt.template",
+        "traceloop.prompt.template_variables",
+        "mcp.request.argument",  # OpenLLMetry's MCP spans: a tool call's arguments and result
+        "mcp.response.value",
         # Langfuse
         "langfuse.observation.input",
         "langfuse.observation.output",

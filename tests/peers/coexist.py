@@ -69,6 +69,12 @@ def _openinference_langchain(peer: Peer) -> None:
     LangChainInstrumentor().instrument(tracer_provider=peer.provider())
 
 
+def _openllmetry_langchain(peer: Peer) -> None:
+    from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+
+    LangchainInstrumentor().instrument(tracer_provider=peer.provider())
+
+
 def _openinference_openai(peer: Peer) -> None:
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
@@ -123,6 +129,7 @@ def _pydantic_ai(peer: Peer) -> None:
 
 PEERS: dict[str, Callable[[Peer], None]] = {
     "openinference-langchain": _openinference_langchain,
+    "openllmetry-langchain": _openllmetry_langchain,
     "openinference-openai": _openinference_openai,
     "openllmetry-openai": _openllmetry_openai,
     "langfuse": _langfuse,
@@ -194,7 +201,7 @@ def _event_loop() -> asyncio.AbstractEventLoop:
 def _run_task(scenario: str, peer: Peer, base_url: str, shape: str, as_task: bool) -> None:
     import agentscope as ags
 
-    if scenario == "openinference-langchain":
+    if scenario.endswith("-langchain"):
         run = _react_agent(base_url, shape)
     elif scenario.startswith("openinference-llamaindex"):
         run = _function_agent(base_url, shape)

@@ -32,6 +32,8 @@ SCENARIOS = {
     "OpenInference LangChain, no task": ("openinference-langchain", "ags-first", False, "ChatOpenAI"),
     "OpenInference LangChain, task": ("openinference-langchain", "ags-first", True, "ChatOpenAI"),
     "OpenInference LangChain first, task": ("openinference-langchain", "peer-first", True, "ChatOpenAI"),
+    "OpenLLMetry LangChain, task": ("openllmetry-langchain", "ags-first", True, "ChatOpenAI.chat"),
+    "OpenLLMetry LangChain first, no task": ("openllmetry-langchain", "peer-first", False, "ChatOpenAI.chat"),
     "OpenInference openai": ("openinference-openai", "ags-first", True, "ChatCompletion"),
     "OpenInference openai first": ("openinference-openai", "peer-first", True, "ChatCompletion"),
     "OpenLLMetry openai": ("openllmetry-openai", "ags-first", True, "openai.chat"),
