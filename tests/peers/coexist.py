@@ -75,6 +75,14 @@ def _openllmetry_langchain(peer: Peer) -> None:
     LangchainInstrumentor().instrument(tracer_provider=peer.provider())
 
 
+def _openinference_openai_agents(peer: Peer) -> None:
+    from agents import set_trace_processors
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    set_trace_processors([])  # no export to OpenAI's tracing backend: only the instrumentor's processor
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=peer.provider())
+
+
 def _openinference_openai(peer: Peer) -> None:
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
@@ -131,6 +139,7 @@ PEERS: dict[str, Callable[[Peer], None]] = {
     "openinference-langchain": _openinference_langchain,
     "openllmetry-langchain": _openllmetry_langchain,
     "openinference-openai": _openinference_openai,
+    "openinference-openai-agents": _openinference_openai_agents,
     "openllmetry-openai": _openllmetry_openai,
     "langfuse": _langfuse,
     "pydantic-ai": _pydantic_ai,
@@ -172,6 +181,31 @@ def _function_agent(base_url: str, shape: str) -> Callable[[], object]:
     return lambda: _event_loop().run_until_complete(run())
 
 
+def _agents_sdk_agent(base_url: str, shape: str) -> Callable[[], object]:
+    """The OpenAI Agents SDK's agent over its chat completions model; it streams when the shape does."""
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    tools = [function_tool(f) for f in TOOLS.values()]
+
+    async def run() -> None:
+        client = AsyncOpenAI(base_url=base_url, api_key="sim")
+        model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+        settings = ModelSettings(parallel_tool_calls=False)
+        agent = Agent(name="support", model=model, tools=tools, model_settings=settings)
+        try:
+            if shape == "streamed":
+                result = Runner.run_streamed(agent, prompt_for(shape))
+                async for _ in result.stream_events():
+                    pass
+            else:
+                await Runner.run(agent, prompt_for(shape))
+        finally:
+            await client.close()
+
+    return lambda: _event_loop().run_until_complete(run())
+
+
 def _pydantic_agent(base_url: str, shape: str) -> Callable[[], object]:
     """pydantic-ai's agent over the OpenAI chat model, instrumented by its own capability; it streams when
     the shape does."""
@@ -205,6 +239,8 @@ def _run_task(scenario: str, peer: Peer, base_url: str, shape: str, as_task: boo
         run = _react_agent(base_url, shape)
     elif scenario.startswith("openinference-llamaindex"):
         run = _function_agent(base_url, shape)
+    elif scenario == "openinference-openai-agents":
+        run = _agents_sdk_agent(base_url, shape)
     elif scenario == "pydantic-ai":
         run = _pydantic_agent(base_url, shape)
     else:

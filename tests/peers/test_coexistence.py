@@ -38,6 +38,13 @@ SCENARIOS = {
     "OpenInference openai first": ("openinference-openai", "peer-first", True, "ChatCompletion"),
     "OpenLLMetry openai": ("openllmetry-openai", "ags-first", True, "openai.chat"),
     "OpenLLMetry openai first": ("openllmetry-openai", "peer-first", True, "openai.chat"),
+    "OpenInference openai-agents, task": ("openinference-openai-agents", "ags-first", True, "support"),
+    "OpenInference openai-agents first, no task": (
+        "openinference-openai-agents",
+        "peer-first",
+        False,
+        "support",
+    ),
     "Langfuse drop-in after ags.init": ("langfuse", "ags-first", True, "OpenAI-generation"),
     "Langfuse drop-in before ags.init": ("langfuse", "peer-first", True, "OpenAI-generation"),
     "pydantic-ai, task": ("pydantic-ai", "ags-first", True, "chat gpt-oss-120b"),
