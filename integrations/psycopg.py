@@ -17,14 +17,27 @@ from agentscope import attributes as A
 from agentscope.sdk.instrumentation import Instrumentor
 
 
+def _statement(cursor: Any, args: tuple, kwargs: dict) -> Any:
+    """The query being executed, as text: a ``psycopg.sql`` composition (``sql.SQL(...).format(...)``)
+    rendered for the cursor's connection, as psycopg itself renders it (its ``str()`` is its repr)."""
+    query = args[0] if args else kwargs.get("query", "")
+    as_string = getattr(query, "as_string", None)
+    if as_string is None:
+        return query
+    try:
+        return as_string(cursor)
+    except Exception:
+        return "QUERY"
+
+
 def _execute(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-    attributes = db_attributes("postgresql", args[0] if args else kwargs.get("query", ""))
+    attributes = db_attributes("postgresql", _statement(instance, args, kwargs))
     name = f"{attributes['db.operation.name']} postgresql"
     return traced(name, "db", attributes, lambda: wrapped(*args, **kwargs))
 
 
 async def _execute_async(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-    attributes = db_attributes("postgresql", args[0] if args else kwargs.get("query", ""))
+    attributes = db_attributes("postgresql", _statement(instance, args, kwargs))
     name = f"{attributes['db.operation.name']} postgresql"
     return await traced_async(name, "db", attributes, lambda: wrapped(*args, **kwargs))
 

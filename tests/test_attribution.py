@@ -197,3 +197,23 @@ def test_categories_sum_to_the_tasks_wall_time(spans):
     result = explain(t, 0).result
     assert sum(result.components) == pytest.approx(result.duration_ns, abs=1_000)
     assert all(ns >= -1e-6 for ns in result.components)
+
+
+def test_a_db_or_http_operation_recorded_by_two_instrumentations_is_one_call():
+    """OpenTelemetry's redis and httpx instrumentations beside agentscope's: each operation is a span of
+    one package with the other's inside it.  One call each; the queries a repository call's span holds
+    stay calls of their own."""
+    theirs, ours = "opentelemetry.instrumentation.redis", "agentscope"
+    t = trace(
+        span("R", None, "task", 0, 100),
+        span("S", "R", "db", 0, 10, label="redis", scope=theirs),
+        span("s", "S", "db", 1, 9, label="redis SET", scope=ours),
+        span("H", "R", "http", 10, 30, label="127.0.0.1", scope=ours),
+        span("h", "H", "http", 11, 29, label="GET", scope="opentelemetry.instrumentation.httpx"),
+        span("Q", "R", "db", 30, 60, label="load_customer", scope=ours),
+        span("q1", "Q", "db", 31, 40, label="postgresql SELECT", scope=ours),
+        span("q2", "Q", "db", 41, 59, label="postgresql SELECT", scope=theirs),
+    )
+    operations = {label: calls for label, (_, _, calls) in explain(t, 0).result.operations.items()}
+    assert operations == {"redis": 1, "127.0.0.1": 1, "load_customer": 1, "postgresql SELECT": 2}
+    assert ms_by_key(t)["db"] == pytest.approx(40) and ms_by_key(t)["network"] == pytest.approx(20)

@@ -16,6 +16,8 @@ import openai
 import pytest
 import requests
 import tenacity
+from conftest import Captured
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 import agentscope as ags
 from agentscope import attributes as A
@@ -270,6 +272,23 @@ def test_psycopg_against_postgresql(postgres, instrumented):
     spans = by_kind(instrumented, "db")
     assert [s.attributes[A.DB_SYSTEM_NAME] for s in spans] == ["postgresql"] * 3
     assert (spans[0].end_time - spans[0].start_time) >= 20_000_000
+
+
+def test_a_psycopg_sql_composition_is_named_by_its_statement(postgres, instrumented):
+    """``sql.SQL(...).format(...)`` (how psycopg composes identifiers) is rendered as psycopg sends it: its
+    ``str()`` is a repr, which once named the span ``COMPOSED([SQL('INSERT``."""
+    from psycopg import sql
+
+    captured = Captured()  # with the query text, which is content
+    processor = SimpleSpanProcessor(captured.exporter)
+    ags.init(store=None, instrument=False, capture_content=True, span_processors=[processor])
+    query = sql.SQL("SELECT {} FROM {} LIMIT 1").format(sql.Identifier("relname"), sql.Identifier("pg_class"))
+    with postgres.connect(POSTGRES) as con:
+        con.execute(query).fetchall()
+        con.execute(b"SELECT 2").fetchall()
+    composed, raw = by_kind(captured, "db")
+    assert composed.name == "SELECT postgresql" and raw.name == "SELECT postgresql"
+    assert composed.attributes[A.DB_QUERY_TEXT] == 'SELECT "relname" FROM "pg_class" LIMIT 1'
 
 
 def test_a_server_side_cursor_times_its_fetches(postgres, instrumented):

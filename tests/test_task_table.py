@@ -368,7 +368,14 @@ def test_an_older_stores_task_rows_stay_with_their_what_ifs_on_their_lines(tmp_p
         store.con.execute("DELETE FROM tasks; DELETE FROM task_traces")
     blame_store(SharedStore(fresh))
     with Store(fresh, read_only=True) as again:
-        assert again.con.sql(f"SELECT {TASK_ROWS} FROM tasks {order}").to_arrow_table() == after
+        redone = again.con.sql(f"SELECT {TASK_ROWS} FROM tasks {order}").to_arrow_table()
+    # Since analysis 3 a DB span that is the only child of one of its kind is not counted again (the
+    # demo's @ags.db around its sqlite3 query was two calls): the rows differ in those counts only.
+    assert redone.drop_columns(["operations"]) == after.drop_columns(["operations"])
+    for was, now in zip(after.column("operations").to_pylist(), redone.column("operations").to_pylist()):
+        was, now = json.loads(was), json.loads(now)
+        assert {label: op[:2] for label, op in was.items()} == {label: op[:2] for label, op in now.items()}
+        assert all(now[label][2] <= was[label][2] for label in was)
 
 
 def test_each_kept_what_if_has_its_column_and_line():

@@ -27,7 +27,7 @@ from agentscope.analysis.targets import target_overrides
 from agentscope.analysis.trace import Trace
 from agentscope.analysis.whatif import Job, Resimulation, limits_missing, on_lines, reductions
 
-ANALYSIS_VERSION = 2
+ANALYSIS_VERSION = 3
 """Raise it when a change to the analysis changes any task's result: the task table's rows of an older
 version are then analysed again (DESIGN §15)."""
 
@@ -112,6 +112,17 @@ def _between_children(trace: Trace, task: int, span: int, a: int, b: int) -> boo
     clipped = [(max(trace.start[c], lo), min(trace.end[c], hi)) for c in trace.children[span]]
     clipped = [(s, e) for s, e in clipped if s <= e]
     return any(e <= a for _, e in clipped) and any(s >= b for s, _ in clipped)
+
+
+def _second_record(trace: Trace, i: int) -> bool:
+    """Whether db or http span ``i`` is another record of its parent's operation, not an operation of its
+    own: the only child of a span of its kind (OpenTelemetry's redis or httpx instrumentation beside
+    agentscope's, in either order; SQLAlchemy's record of a statement around its driver's).  Its time
+    stays on the path under its parent's label.  A span of the kind holding several (a repository
+    call's queries) is an operation around operations, each counted."""
+    p = trace.parent[i]
+    kind = trace.kind
+    return p != -1 and kind[p] == kind[i] and kind[i] in ("db", "http") and len(trace.children[p]) == 1
 
 
 def task_repairs(trace: Trace, spans: Sequence[int]) -> list[Repair]:
@@ -261,7 +272,7 @@ def _attributed(trace: Trace, task: int) -> TraceExplanation:
             tally[1] += usage[1]
             tally[2] += usage[2]
             tally[3] += 1
-        elif k == "http" and kind[parent[i]] == "llm":
+        elif (k == "http" and kind[parent[i]] == "llm") or _second_record(trace, i):
             continue
         counted = calls.get(label)
         if counted is None:
