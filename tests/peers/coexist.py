@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parent.parent)]  # harness, and what it imports
 
-from harness import MODEL, PROFILE, TOOL_MS, TOOLS, openai_agent, prompt_for  # noqa: E402
+from harness import MODEL, PROFILE, TOOL_MS, TOOLS, agents_sdk_task, openai_agent, prompt_for  # noqa: E402
 
 from agentscope.sim import SimServer  # noqa: E402
 
@@ -181,31 +181,6 @@ def _function_agent(base_url: str, shape: str) -> Callable[[], object]:
     return lambda: _event_loop().run_until_complete(run())
 
 
-def _agents_sdk_agent(base_url: str, shape: str) -> Callable[[], object]:
-    """The OpenAI Agents SDK's agent over its chat completions model; it streams when the shape does."""
-    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
-    from openai import AsyncOpenAI
-
-    tools = [function_tool(f) for f in TOOLS.values()]
-
-    async def run() -> None:
-        client = AsyncOpenAI(base_url=base_url, api_key="sim")
-        model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
-        settings = ModelSettings(parallel_tool_calls=False)
-        agent = Agent(name="support", model=model, tools=tools, model_settings=settings)
-        try:
-            if shape == "streamed":
-                result = Runner.run_streamed(agent, prompt_for(shape))
-                async for _ in result.stream_events():
-                    pass
-            else:
-                await Runner.run(agent, prompt_for(shape))
-        finally:
-            await client.close()
-
-    return lambda: _event_loop().run_until_complete(run())
-
-
 def _pydantic_agent(base_url: str, shape: str) -> Callable[[], object]:
     """pydantic-ai's agent over the OpenAI chat model, instrumented by its own capability; it streams when
     the shape does."""
@@ -240,7 +215,7 @@ def _run_task(scenario: str, peer: Peer, base_url: str, shape: str, as_task: boo
     elif scenario.startswith("openinference-llamaindex"):
         run = _function_agent(base_url, shape)
     elif scenario == "openinference-openai-agents":
-        run = _agents_sdk_agent(base_url, shape)
+        run = functools.partial(_event_loop().run_until_complete, agents_sdk_task(base_url, shape))
     elif scenario == "pydantic-ai":
         run = _pydantic_agent(base_url, shape)
     else:

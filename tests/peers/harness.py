@@ -371,6 +371,28 @@ def openai_agent(client: object, shape: str, tool_span: Callable[[str], object])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
 
 
+async def agents_sdk_task(base_url: str, shape: str) -> None:
+    """One task of the OpenAI Agents SDK's agent over its chat completions model (tools run in parallel
+    when the model asks for several); it streams when the shape does."""
+    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=base_url, api_key="sim")
+    model = OpenAIChatCompletionsModel(model=MODEL, openai_client=client)
+    tools = [function_tool(f) for f in TOOLS.values()]
+    settings = ModelSettings(parallel_tool_calls=True)
+    agent = Agent(name="support", model=model, tools=tools, model_settings=settings)
+    try:
+        if shape == "streamed":
+            result = Runner.run_streamed(agent, prompt_for(shape))
+            async for _ in result.stream_events():
+                pass
+        else:
+            await Runner.run(agent, prompt_for(shape))
+    finally:
+        await client.close()
+
+
 def _ask(client: object, messages: list[dict], stream: bool) -> list[dict]:
     """One model call; the tool calls it made, as chat-completions message dicts."""
     create = client.chat.completions.create  # type: ignore[attr-defined]
