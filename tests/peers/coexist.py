@@ -46,6 +46,8 @@ class Peer:
         self.exporter = InMemorySpanExporter()
         self.processor = SimpleSpanProcessor(self.exporter)
         self.client: Callable[[str], object] | None = None
+        self.callbacks: list | None = None
+        """LangChain callback handlers the agent runs with (a peer's tracer)."""
 
     def provider(self) -> object:
         """The global SDK provider, with the peer's exporter on it (set one if nobody has)."""
@@ -118,6 +120,23 @@ def _langfuse(peer: Peer) -> None:
     peer.client = lambda base_url: OpenAI(base_url=base_url, api_key="sim")
 
 
+def _langfuse_langchain(peer: Peer) -> None:
+    import uuid
+
+    from langfuse import Langfuse
+    from langfuse.langchain import CallbackHandler
+
+    Langfuse(
+        public_key=f"pk-lf-{uuid.uuid4().hex}",
+        secret_key="sk-lf-test",
+        base_url="http://127.0.0.1:9",  # never reached: spans go to the peer's exporter
+        tracer_provider=peer.provider(),
+        span_exporter=peer.exporter,
+        flush_at=1,
+    )
+    peer.callbacks = [CallbackHandler()]
+
+
 def _logfire_openai(peer: Peer) -> None:
     import logfire
 
@@ -142,6 +161,7 @@ PEERS: dict[str, Callable[[Peer], None]] = {
     "openinference-openai-agents": _openinference_openai_agents,
     "openllmetry-openai": _openllmetry_openai,
     "langfuse": _langfuse,
+    "langfuse-langchain": _langfuse_langchain,
     "pydantic-ai": _pydantic_ai,
     "logfire-openai": _logfire_openai,
     "logfire-openai-only": _logfire_openai,  # agentscope's integrations off
@@ -150,7 +170,7 @@ PEERS: dict[str, Callable[[Peer], None]] = {
 }
 
 
-def _react_agent(base_url: str, shape: str) -> Callable[[], object]:
+def _react_agent(base_url: str, shape: str, callbacks: list | None = None) -> Callable[[], object]:
     from langchain_core.tools import StructuredTool
     from langchain_openai import ChatOpenAI
     from langgraph.prebuilt import create_react_agent
@@ -160,7 +180,8 @@ def _react_agent(base_url: str, shape: str) -> Callable[[], object]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # create_react_agent's move to langchain.agents
         agent = create_react_agent(model, tools)
-    return lambda: agent.invoke({"messages": [("user", prompt_for(shape))]})
+    config = {"callbacks": callbacks} if callbacks else None
+    return lambda: agent.invoke({"messages": [("user", prompt_for(shape))]}, config=config)
 
 
 def _function_agent(base_url: str, shape: str) -> Callable[[], object]:
@@ -211,7 +232,7 @@ def _run_task(scenario: str, peer: Peer, base_url: str, shape: str, as_task: boo
     import agentscope as ags
 
     if scenario.endswith("-langchain"):
-        run = _react_agent(base_url, shape)
+        run = _react_agent(base_url, shape, peer.callbacks)
     elif scenario.startswith("openinference-llamaindex"):
         run = _function_agent(base_url, shape)
     elif scenario == "openinference-openai-agents":

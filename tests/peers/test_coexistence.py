@@ -45,6 +45,8 @@ SCENARIOS = {
         False,
         "support",
     ),
+    "Langfuse LangChain callback, task": ("langfuse-langchain", "ags-first", True, "ChatOpenAI"),
+    "Langfuse LangChain callback first, no task": ("langfuse-langchain", "peer-first", False, "ChatOpenAI"),
     "Langfuse drop-in after ags.init": ("langfuse", "ags-first", True, "OpenAI-generation"),
     "Langfuse drop-in before ags.init": ("langfuse", "peer-first", True, "OpenAI-generation"),
     "pydantic-ai, task": ("pydantic-ai", "ags-first", True, "chat gpt-oss-120b"),
