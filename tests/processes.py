@@ -63,6 +63,16 @@ def pool() -> dict:
     return {"results": results}
 
 
+def pool_left() -> dict:
+    """Pools left by their ``with`` block alone, which terminates the workers (kills them at once): fork
+    and spawn."""
+    results = []
+    for method in ("fork", "spawn"):
+        with multiprocessing.get_context(method).Pool(2) as workers:
+            results += workers.map(resolve, range(6))
+    return {"results": results}
+
+
 def spawned() -> dict:
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=context) as executor:
@@ -126,7 +136,14 @@ def busy() -> dict:
     return {"exits": exits, "produced": produced}
 
 
-SCENARIOS = {"pool": pool, "spawned": spawned, "process": process, "worker": worker, "busy": busy}
+SCENARIOS = {
+    "pool": pool,
+    "pool_left": pool_left,
+    "spawned": spawned,
+    "process": process,
+    "worker": worker,
+    "busy": busy,
+}
 
 if __name__ == "__main__":
     outcome = SCENARIOS[sys.argv[1]]()

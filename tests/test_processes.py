@@ -36,6 +36,14 @@ def test_pools_and_executors_run_decorated_functions_and_methods_and_keep_their_
     assert _tasks(store) == {"resolve": 6, "answer": 4}
 
 
+def test_pools_left_by_their_with_block_keep_their_workers_spans(tmp_path):
+    """Leaving ``with Pool(...)`` terminates the workers (SIGTERM, whose default kills at once): each
+    writes its spans first, fork and spawn alike.  Before, none of the twelve tasks reached the store."""
+    store = tmp_path / "s.duckdb"
+    assert _run("pool_left", store)["results"] == [0, 2, 4, 6, 8, 10] * 2
+    assert _tasks(store) == {"resolve": 12}
+
+
 def test_spawned_executor_children_set_up_as_the_app_does_and_record(tmp_path):
     store = tmp_path / "s.duckdb"
     assert _run("spawned", store)["results"] == [0, 2, 4, 6]

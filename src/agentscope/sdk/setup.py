@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -133,9 +135,11 @@ def init(
             provider.add_span_processor(STATE.router)
             STATE.open_spans = OpenSpans(TRACER_NAME)
             provider.add_span_processor(STATE.open_spans)
-            atexit.register(shutdown)
+            atexit.register(_shutdown_at_exit)
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(before=_before_fork)
+            if _in_multiprocessing_child():  # a spawned one, which sets up as the app does
+                _flush_when_terminated()
         processors: list[SpanProcessor] = []
         if store is not None:
             # Here, not at the top: the store's writer reports through this package (a cycle).
@@ -177,7 +181,63 @@ def _before_fork() -> None:
 def _flush_when_child_ends(router: Router) -> None:
     from multiprocessing import util
 
-    util.Finalize(router, flush, exitpriority=10)
+    util.Finalize(router, _flush_at_exit, exitpriority=10)
+    _flush_when_terminated()
+
+
+TERMINATE_FLUSH_S = 10.0
+"""How long a multiprocessing child told to stop may take to write its spans first."""
+_LEAVING = threading.Event()
+"""Set when the process has begun its last flush, on its way out."""
+
+
+def _flush_at_exit() -> None:
+    _LEAVING.set()
+    flush()
+
+
+def _shutdown_at_exit() -> None:
+    _LEAVING.set()
+    shutdown()
+
+
+def _in_multiprocessing_child() -> bool:
+    """Whether this is a multiprocessing child; a spawned one imports the app (and sets up) before its
+    parent is known, with its name already given."""
+    processes = sys.modules.get("multiprocessing")
+    return processes is not None and (
+        processes.parent_process() is not None or processes.current_process().name != "MainProcess"
+    )
+
+
+def _flush_when_terminated() -> None:
+    """Have this multiprocessing child write its spans when it is told to stop.
+
+    ``Pool.terminate()``, which leaving a ``with Pool(...)`` block calls, sends every worker SIGTERM,
+    whose default action kills it at once: a pool whose tasks all ended within the writer's last half
+    second kept none of their spans.  Set only where SIGTERM has its default action (an app's own
+    handler is left alone) and in the main thread (the one Python runs handlers in)."""
+    try:
+        if threading.current_thread() is threading.main_thread() and (
+            signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        ):
+            signal.signal(signal.SIGTERM, _flush_then_stop)
+    except Exception as exc:
+        report("preparing a child process's end", exc)
+
+
+def _flush_then_stop(signum: int, frame: Any) -> None:
+    """Write the spans, then stop as the signal would have.  The flush runs on a thread of its own, with
+    a deadline: the signal may have come while this thread held a lock the flush needs.  A child already
+    on its way out (a pool's worker told to finish, then terminated while its last flush imports the
+    store) is left to finish that flush and end."""
+    signal.signal(signum, signal.SIG_DFL)
+    if _LEAVING.is_set():
+        return
+    writer = threading.Thread(target=flush, args=(int(TERMINATE_FLUSH_S * 1000),), daemon=True)
+    writer.start()
+    writer.join(TERMINATE_FLUSH_S)
+    os.kill(os.getpid(), signum)
 
 
 def flush(timeout_millis: int = 30_000) -> bool:
