@@ -4,6 +4,7 @@
 const CATEGORIES = ["inference", "queue", "network", "tool", "db", "retry", "cpu", "other"];
 const SELECTION = ["task", "service", "since", "until", "repair"];
 const TASKS_PER_PAGE = 50;
+const WATERFALL_ROWS = 1500; // a trace of more spans draws these first: each drawn row costs the browser layout work
 const page = document.getElementById("page");
 
 function el(tag, attrs = {}, ...children) {
@@ -278,7 +279,8 @@ async function tracePage(traceId, params) {
   for (const piece of doc.critical_path) (pieces[piece.span_id] ||= []).push(piece);
   const clip = (v) => Math.min(Math.max(v, 0), total);
   const panel = el("div", { id: "attributes-slot" });
-  const rows = spans.spans.map((span) => {
+  const drawn = params.get("all_spans") === "1" ? spans.spans : firstRows(spans.spans, pieces);
+  const rows = drawn.map((span) => {
     const left = (clip(span.start_ms) / total) * 100;
     const width = Math.max(0.15, ((clip(span.end_ms) - clip(span.start_ms)) / total) * 100);
     const row = el("div", {
@@ -311,9 +313,36 @@ async function tracePage(traceId, params) {
     ...budgetBar(attribution, total),
     el("p", { class: "dim", text: "Strong bars: the critical path, coloured by category; faint bars: each span's own time. Click a span for its attributes." +
       (repaired ? ` ${repaired} span(s) repaired (${repairCounts(doc.repaired)}: foreign-trace repairs; untick "repair" to see the tree as recorded).` : "") }),
+    drawn.length < spans.spans.length ? el("p", { id: "waterfall-cut", class: "dim" },
+      `Drawing ${drawn.length.toLocaleString()} of ${spans.spans.length.toLocaleString()} spans: those on the critical path and their parents when there are fewer, then the first in tree order. `,
+      el("a", { href: link(`/trace/${encodeURIComponent(traceId)}`, withAllSpans(selection)), text: "Draw them all" }),
+      " (slow in a browser past a few thousand).") : null,
     el("div", { class: "waterfall", id: "waterfall", "data-trace-id": doc.trace_id }, rows),
     panel,
   );
+}
+
+function withAllSpans(selection) {
+  const params = new URLSearchParams(selection);
+  params.set("all_spans", "1");
+  return params;
+}
+
+// The spans a waterfall of many draws, WATERFALL_ROWS in tree order: those on the critical path and
+// their parents first, when they are fewer, then the first others (a parent always before its children).
+function firstRows(spans, pieces) {
+  if (spans.length <= WATERFALL_ROWS) return spans;
+  const parentOf = new Map(spans.map((span) => [span.span_id, span.parent_id]));
+  let keep = new Set();
+  for (const spanId of Object.keys(pieces)) {
+    for (let id = spanId; id && !keep.has(id); id = parentOf.get(id)) keep.add(id);
+  }
+  if (keep.size > WATERFALL_ROWS) keep = new Set();
+  for (const span of spans) {
+    if (keep.size >= WATERFALL_ROWS) break;
+    keep.add(span.span_id);
+  }
+  return spans.filter((span) => keep.has(span.span_id));
 }
 
 async function budgetPage(params) {
