@@ -114,6 +114,7 @@ class _Call:
     notes on it.  One object, set in one context variable: the call path is paid on every LLM call."""
 
     __slots__ = (
+        "asynchronous",
         "attempt_start",
         "call",
         "context",
@@ -140,6 +141,8 @@ class _Call:
         self.rec, self.call, self.dialect, self.kwargs = rec, call, dialect, kwargs
         self.context = context
         """The context the call was made in (its baggage is the call's)."""
+        self.asynchronous = False
+        """Made by an async method: a stream that iterates both ways (LiteLLM's) is read as async."""
         self.attempt_start = 0
         self.headers: Any = None
         self.request: Any = None
@@ -243,11 +246,30 @@ def _scope(wrapped: Any, instance: Any, kwargs: dict, operation: str, dialect: D
     return _Call(rec, call, dialect, kwargs, joins, context)
 
 
-def call_sync(operation: str, dialect: Dialect) -> Callable[..., Any]:
+def open_call(
+    operation: str, model: str | None, provider: str, joins: bool, dialect: Dialect, kwargs: dict
+) -> _Call | None:
+    """A call's bookkeeping with a span of its own, current (no peer looked for): for a library that
+    routes calls itself (LiteLLM), through its own :func:`call_sync` ``opens``.  None if opening failed."""
+    try:
+        context = otel_context.get_current()
+        name, attributes = _prepared(operation, model, provider)
+        rec = start(name, "llm", attributes, context=context)
+        return _Call(rec, rec.llm if rec is not None else None, dialect, kwargs, joins, context)
+    except Exception as exc:
+        report(f"opening a {dialect.library} span", exc)
+        return None
+
+
+Opens = Callable[[Any, Any, dict, str, Dialect], "_Call | None"]
+"""How a wrapper opens a call: (wrapped, instance, kwargs, operation, dialect) → its bookkeeping."""
+
+
+def call_sync(operation: str, dialect: Dialect, opens: Opens = _scope) -> Callable[..., Any]:
     """The wrapper of a synchronous API method: one llm span per call."""
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        scope = _scope(wrapped, instance, kwargs, operation, dialect)
+        scope = opens(wrapped, instance, kwargs, operation, dialect)
         if scope is None:
             return wrapped(*args, **kwargs)
         try:
@@ -260,13 +282,14 @@ def call_sync(operation: str, dialect: Dialect) -> Callable[..., Any]:
     return wrapper
 
 
-def call_async(operation: str, dialect: Dialect) -> Callable[..., Any]:
+def call_async(operation: str, dialect: Dialect, opens: Opens = _scope) -> Callable[..., Any]:
     """The wrapper of an asynchronous API method."""
 
     async def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        scope = _scope(wrapped, instance, kwargs, operation, dialect)
+        scope = opens(wrapped, instance, kwargs, operation, dialect)
         if scope is None:
             return await wrapped(*args, **kwargs)
+        scope.asynchronous = True
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as exc:
@@ -559,7 +582,9 @@ def stream_proxy(result: Any, tracked: StreamState) -> Any:
     (``with_raw_response``, ``with_streaming_response``)."""
     if isinstance(result, tracked.dialect.raw_responses):
         return (_AsyncRawStream if inspect.iscoroutinefunction(result.parse) else _RawStream)(result, tracked)
-    return (_AsyncStream if hasattr(result, "__aiter__") else _Stream)(result, tracked)
+    both_ways = hasattr(result, "__iter__")  # LiteLLM's stream: read as its call was made
+    asynchronous = hasattr(result, "__aiter__") and (tracked.state.asynchronous or not both_ways)
+    return (_AsyncStream if asynchronous else _Stream)(result, tracked)
 
 
 class _RawStream(wrapt.ObjectProxy):

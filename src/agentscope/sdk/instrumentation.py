@@ -34,6 +34,7 @@ BUILTIN: dict[str, str] = {
     for library, cls in (
         ("openai", "OpenAI"),
         ("anthropic", "Anthropic"),
+        ("litellm", "LiteLLM"),
         ("httpx", "HTTPX"),
         ("requests", "Requests"),
         ("aiohttp", "Aiohttp"),
