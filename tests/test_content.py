@@ -30,12 +30,19 @@ SECRET = "PURPLE-ELEPHANT-7731"
 CONTENT = {
     **{key: f"{SECRET} in {key}" for key in sorted(A.CONTENT_KEYS)},
     **{f"{prefix}0.message.content": f"{SECRET} under {prefix}" for prefix in A.CONTENT_PREFIXES},
+    # LiteLLM's raw request and response, under the provider's name
+    **{f"llm.openai.{field}": f"{SECRET} as {field}" for field in ("messages", "choices", "input")},
+    "llm.anthropic.system": f"{SECRET} as system",
+    "llm.openai.messages.0.content": f"{SECRET} flattened",
 }
 KEPT = {
     "gen_ai.operation.name": "chat",
     "gen_ai.request.model": "gpt-oss-120b",
     "gen_ai.usage.input_tokens": 40,
     "llm.token_count.completion": 9,
+    "llm.token_count.prompt": 40,
+    "llm.cost.prompt": 0.0001,
+    "llm.openai.model": "gpt-oss-120b",
     "input.mime_type": "application/json",
     "llm.invocation_parameters": '{"temperature": 0}',
 }

@@ -14,7 +14,7 @@ def attribute_keys() -> set[str]:
     return {
         value
         for name, value in vars(attributes).items()
-        if name.isupper() and isinstance(value, str) and "." in value
+        if name.isupper() and not name.startswith("_") and isinstance(value, str) and "." in value
     }
 
 

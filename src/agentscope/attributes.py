@@ -135,12 +135,23 @@ CONTENT_PREFIXES = (
     "db.query.parameter.",  # OpenTelemetry's database conventions: a query's parameter values
 )
 """Prefixes of flattened content keys (``llm.input_messages.0.message.content``, ``gen_ai.prompt.0.x``)."""
+_RAW_REQUEST_CONTENT = r"llm\.[^.\"]+\.(?:messages|choices|input|system|instructions|content|output)"
+"""LiteLLM's raw request and response, field by field under the provider's name (``llm.openai.messages``,
+``llm.anthropic.system``, ``llm.openai.choices``): the fields that hold content, as a regular expression
+of the whole key (or of its start, for a field flattened further).  Not ``prompt``: OpenInference's
+``llm.token_count.prompt`` and ``llm.cost.prompt`` are counts, and RE2 (DuckDB's) has no lookahead to
+tell them apart, so a legacy text completion's ``llm.<provider>.prompt`` is kept."""
+_RAW_REQUEST_CONTENT_KEY = re.compile(_RAW_REQUEST_CONTENT + r"(?:$|\.)")
 
 
 @functools.lru_cache(maxsize=8192)
 def is_content(key: str) -> bool:
     """True for attribute keys that hold user content; stored only when content capture is on."""
-    return key in CONTENT_KEYS or key.startswith(CONTENT_PREFIXES)
+    return (
+        key in CONTENT_KEYS
+        or key.startswith(CONTENT_PREFIXES)
+        or (key.startswith("llm.") and _RAW_REQUEST_CONTENT_KEY.match(key) is not None)
+    )
 
 
 def content_pattern(before: str = "^", after: str = "$") -> str:
@@ -148,7 +159,7 @@ def content_pattern(before: str = "^", after: str = "$") -> str:
     ``before`` and ``after`` (a whole key by default; ``'"'`` for a key inside JSON text)."""
     exact = "|".join(re.escape(key) for key in sorted(CONTENT_KEYS))
     prefixes = "|".join(re.escape(prefix) for prefix in CONTENT_PREFIXES)
-    return f"{before}(?:(?:{exact}){after}|(?:{prefixes}))"
+    return f"{before}(?:(?:{exact}){after}|(?:{prefixes})|{_RAW_REQUEST_CONTENT}(?:{after}|\\.))"
 
 
 @functools.lru_cache(maxsize=8192)
