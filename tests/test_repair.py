@@ -558,3 +558,17 @@ def test_a_peer_record_ended_before_the_first_token_of_the_record_around_it_is_e
     assert ms["inference.unsplit"] == 164.5 and ms["inference.decode"] == 195
     untouched = explain(trace(*spans, repair=False), 0).result
     assert (untouched.llm_calls, untouched.output_tokens) == (2, 40)
+
+
+def test_calls_inside_an_llm_record_that_holds_several_are_not_extended_to_its_first_token():
+    """An llm span around two calls (a framework's run marked LLM) is not a record of either: its first
+    token says nothing of where each ended."""
+    t = trace(
+        span("R", None, "task", 0, 1000),
+        span("O", "R", "llm", 0, 900, name="agent run", scope=THEIRS, ttft_s=0.8),
+        span("A", "O", "llm", 10, 300, name="chat gpt-x", label="gpt-x", scope=OURS),
+        span("B", "O", "llm", 310, 600, name="chat gpt-x", label="gpt-x", scope=OURS),
+    )
+    assert [r for r in t.repairs if r.rule == EARLY_END] == []
+    ends = {t.span_id(i): t.end[i] - t.start[0] for i in range(len(t))}
+    assert (ends["A"], ends["B"]) == (300 * MS, 600 * MS)

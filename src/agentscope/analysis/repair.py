@@ -52,8 +52,9 @@ after the span's end.  An llm span whose own first token, or one of whose
 children (the HTTP request, agentscope's own record of the stream), ends after
 it (or after the span it records the call with: LlamaIndex records
 ``astream_chat`` twice, nested), or that ends before the first token of the llm
-span it is nested in (a peer patched below agentscope ends its record of a
-raw-response stream at the headers), cannot have recorded its whole call.  It is
+span it is nested in, as that span's only llm record (a peer patched below
+agentscope ends its record of a raw-response stream at the headers), cannot have
+recorded its whole call.  It is
 extended to the end of its parent when the parent is an orchestration span
 (task, agent, step) or another llm record, that did nothing else after the span
 began (other children, like the request's preparation, ended before) — the step
@@ -307,6 +308,9 @@ def early_ends(trace: Trace) -> list[Repair]:
     rows, start, end, parent, children = trace.rows, trace.start, trace.end, trace.parent, trace.children
     ttfts = trace.batch["ttft_s"]
 
+    def only_call(p: int) -> bool:  # an llm record holding several calls is not a record of each
+        return sum(kind[c] == "llm" for c in children[p]) == 1
+
     def own_need(i: int) -> int:  # max() of a generator cost a fifth of this rule on every trace
         ttft = ttfts[rows[i]]
         need = start[i] + round(ttft * 1e9) if ttft is not None else 0
@@ -316,8 +320,8 @@ def early_ends(trace: Trace) -> list[Repair]:
             if end[c] > need:
                 need = end[c]
         p = parent[i]
-        if p != -1 and kind[p] == "llm" and (outer := ttfts[rows[p]]) is not None:  # in a record of its call
-            first_token = start[p] + round(outer * 1e9)
+        if p != -1 and kind[p] == "llm" and (outer := ttfts[rows[p]]) is not None and only_call(p):
+            first_token = start[p] + round(outer * 1e9)  # inside another record of its call
             if first_token > need:
                 need = first_token
         return need
