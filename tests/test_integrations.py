@@ -16,8 +16,8 @@ import openai
 import pytest
 import requests
 import tenacity
-from conftest import Captured
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import agentscope as ags
 from agentscope import attributes as A
@@ -279,14 +279,14 @@ def test_a_psycopg_sql_composition_is_named_by_its_statement(postgres, instrumen
     ``str()`` is a repr, which once named the span ``COMPOSED([SQL('INSERT``."""
     from psycopg import sql
 
-    captured = Captured()  # with the query text, which is content
-    processor = SimpleSpanProcessor(captured.exporter)
+    exporter = InMemorySpanExporter()  # with the query text, which is content
+    processor = SimpleSpanProcessor(exporter)
     ags.init(store=None, instrument=False, capture_content=True, span_processors=[processor])
     query = sql.SQL("SELECT {} FROM {} LIMIT 1").format(sql.Identifier("relname"), sql.Identifier("pg_class"))
     with postgres.connect(POSTGRES) as con:
         con.execute(query).fetchall()
         con.execute(b"SELECT 2").fetchall()
-    composed, raw = by_kind(captured, "db")
+    composed, raw = [s for s in exporter.get_finished_spans() if A.DB_SYSTEM_NAME in s.attributes]
     assert composed.name == "SELECT postgresql" and raw.name == "SELECT postgresql"
     assert composed.attributes[A.DB_QUERY_TEXT] == 'SELECT "relname" FROM "pg_class" LIMIT 1'
 
