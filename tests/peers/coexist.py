@@ -103,11 +103,11 @@ def _openinference_llamaindex(peer: Peer) -> None:
     LlamaIndexInstrumentor().instrument(tracer_provider=peer.provider())
 
 
-def _langfuse(peer: Peer) -> None:
+def _langfuse_client(peer: Peer) -> None:
+    """Langfuse's client on the global provider, its spans to the peer's exporter."""
     import uuid
 
     from langfuse import Langfuse
-    from langfuse.openai import OpenAI  # the drop-in: importing it patches the openai SDK
 
     Langfuse(
         public_key=f"pk-lf-{uuid.uuid4().hex}",
@@ -117,23 +117,19 @@ def _langfuse(peer: Peer) -> None:
         span_exporter=peer.exporter,
         flush_at=1,
     )
+
+
+def _langfuse(peer: Peer) -> None:
+    from langfuse.openai import OpenAI  # the drop-in: importing it patches the openai SDK
+
+    _langfuse_client(peer)
     peer.client = lambda base_url: OpenAI(base_url=base_url, api_key="sim")
 
 
 def _langfuse_langchain(peer: Peer) -> None:
-    import uuid
-
-    from langfuse import Langfuse
     from langfuse.langchain import CallbackHandler
 
-    Langfuse(
-        public_key=f"pk-lf-{uuid.uuid4().hex}",
-        secret_key="sk-lf-test",
-        base_url="http://127.0.0.1:9",  # never reached: spans go to the peer's exporter
-        tracer_provider=peer.provider(),
-        span_exporter=peer.exporter,
-        flush_at=1,
-    )
+    _langfuse_client(peer)
     peer.callbacks = [CallbackHandler()]
 
 
