@@ -48,6 +48,10 @@ class Peer:
         self.client: Callable[[str], object] | None = None
         self.callbacks: list | None = None
         """LangChain callback handlers the agent runs with (a peer's tracer)."""
+        self.tools: dict[str, Callable[[], str]] | None = None
+        """The agent's tools as the peer's own tool decorator wraps them (no agentscope tool span then)."""
+        self.workflow: Callable[[Callable[[], object]], Callable[[], object]] | None = None
+        """The peer's decorator for a task, used when the task is not run under ``@ags.task``."""
 
     def provider(self) -> object:
         """The global SDK provider, with the peer's exporter on it (set one if nobody has)."""
@@ -146,6 +150,18 @@ def _logfire_openai(peer: Peer) -> None:
     logfire.instrument_openai()
 
 
+def _traceloop(peer: Peer) -> None:
+    """Traceloop's SDK, as OpenLLMetry's users set it up: ``Traceloop.init`` joins or sets the global
+    provider and turns on every OpenLLMetry and OpenTelemetry instrumentation it finds installed; the
+    agent's tools and task carry its decorators."""
+    from traceloop.sdk import Traceloop
+    from traceloop.sdk.decorators import tool, workflow
+
+    Traceloop.init(app_name="web-app", exporter=peer.exporter, disable_batch=True, telemetry_enabled=False)
+    peer.tools = {name: tool(name=name)(function) for name, function in TOOLS.items()}
+    peer.workflow = workflow(name="support_workflow")
+
+
 def _pydantic_ai(peer: Peer) -> None:
     peer.provider()  # its Instrumentation capability records on the global provider
 
@@ -159,6 +175,7 @@ PEERS: dict[str, Callable[[Peer], None]] = {
     "langfuse": _langfuse,
     "langfuse-langchain": _langfuse_langchain,
     "pydantic-ai": _pydantic_ai,
+    "traceloop": _traceloop,
     "logfire-openai": _logfire_openai,
     "logfire-openai-only": _logfire_openai,  # agentscope's integrations off
     "openinference-llamaindex": _openinference_llamaindex,
@@ -242,14 +259,19 @@ def _run_task(scenario: str, peer: Peer, base_url: str, shape: str, as_task: boo
 
         @contextlib.contextmanager
         def tool_span(name: str) -> Iterator[None]:
+            if peer.tools:  # the peer's decorator makes the tool's span
+                yield
+                return
             with ags.span(f"execute_tool {name}", kind="tool", **{"gen_ai.tool.name": name}):
                 yield
 
         def run() -> None:
-            openai_agent(client, shape, tool_span)
+            openai_agent(client, shape, tool_span, peer.tools or TOOLS)
 
     if as_task:
         ags.task("support_task")(run)()
+    elif peer.workflow:
+        peer.workflow(run)()
     else:
         run()
 

@@ -22,7 +22,7 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,18 +341,24 @@ def otlp_json_line(spans: Sequence[object]) -> str:
     return json.dumps(request)
 
 
-def openai_agent(client: object, shape: str, tool_span: Callable[[str], object]) -> None:
+def openai_agent(
+    client: object,
+    shape: str,
+    tool_span: Callable[[str], object],
+    tools: Mapping[str, Callable[[], str]] = TOOLS,
+) -> None:
     """The agent loop written against the openai SDK directly: call the model, run the tools it asks for
     (in threads, each in a copy of the caller's context, for the parallel shape), until it answers.
 
-    ``tool_span(name)`` is a context manager: the span the peer's convention gives a tool.
+    ``tool_span(name)`` is a context manager: the span the peer's convention gives a tool. ``tools`` are
+    the functions run, as a peer that decorates them (Traceloop's ``@tool``) hands them back.
     """
     import contextvars
     from concurrent.futures import ThreadPoolExecutor
 
     def run_tool(name: str) -> str:
         with tool_span(name):
-            return TOOLS[name]()
+            return tools[name]()
 
     messages: list[dict] = [{"role": "user", "content": prompt_for(shape)}]
     for _ in range(len(TOOLS) + 2):

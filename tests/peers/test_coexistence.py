@@ -49,6 +49,8 @@ SCENARIOS = {
     "Langfuse LangChain callback first, no task": ("langfuse-langchain", "peer-first", False, "ChatOpenAI"),
     "Langfuse drop-in after ags.init": ("langfuse", "ags-first", True, "OpenAI-generation"),
     "Langfuse drop-in before ags.init": ("langfuse", "peer-first", True, "OpenAI-generation"),
+    "Traceloop SDK, task": ("traceloop", "ags-first", True, "openai.chat"),
+    "Traceloop SDK first, its workflow": ("traceloop", "peer-first", False, "support_workflow.workflow"),
     "pydantic-ai, task": ("pydantic-ai", "ags-first", True, "chat gpt-oss-120b"),
     "pydantic-ai first, no task": ("pydantic-ai", "peer-first", False, "chat gpt-oss-120b"),
     "Logfire openai": ("logfire-openai", "ags-first", True, "Chat Completion with {request_data[model]!r}"),
