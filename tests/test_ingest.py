@@ -301,6 +301,56 @@ def test_otlp_json_with_protobufs_field_names_reads_as_the_camel_case_one(tmp_pa
     assert all(record.problem is None for record in received) and len(received) == 2
 
 
+def test_grafana_tempos_trace_answers_read_as_the_otlp_requests_they_hold(tmp_path):
+    """Tempo answers ``GET /api/traces/<id>`` with ``{"batches": [...]}`` and ``/api/v2/traces/<id>`` with
+    ``{"trace": {"batches": [...]}, "metrics": {...}}``, ids in base64 as protobuf's JSON writes bytes:
+    pretty or on one line, a line per trace or an array of them, each stores what the request does."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("producer")
+    for n in range(2):
+        with (
+            tracer.start_as_current_span(f"task {n}", attributes={"agentscope.kind": "task"}),
+            tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}),
+        ):
+            pass
+    finished = exporter.get_finished_spans()
+    traces = [MessageToDict(encode_spans(finished[k : k + 2]))["resourceSpans"] for k in (0, 2)]
+    assert "=" in traces[0][0]["scopeSpans"][0]["spans"][0]["traceId"]  # base64, not hex
+    v1 = [{"batches": batches} for batches in traces]
+    v2 = [{"trace": {"batches": batches}, "metrics": {"inspectedBytes": "1834"}} for batches in traces]
+    files = {
+        "request.json": {"resourceSpans": traces[0] + traces[1]},
+        "v1-pretty.json": json.dumps({"batches": traces[0] + traces[1]}, indent=2),
+        "v1-lines.jsonl": "\n".join(json.dumps(answer) for answer in v1),
+        "v2-lines.jsonl": "\n".join(json.dumps(answer) for answer in v2),
+        "v2-array.json": v2,
+    }
+    tables = {}
+    for name, content in files.items():
+        (tmp_path / name).write_text(content if isinstance(content, str) else json.dumps(content))
+        with Store(None) as store:
+            summary = ingest(store, [tmp_path / name])
+            tables[name] = store.con.execute("SELECT * FROM spans ORDER BY span_id").fetchall()
+        assert summary.ok and summary.stored == 4, (name, summary.problems)
+    assert len(tables["request.json"]) == 4
+    for name in ("v1-pretty.json", "v1-lines.jsonl", "v2-lines.jsonl", "v2-array.json"):
+        assert tables[name] == tables["request.json"], name
+    (tmp_path / "odd.json").write_text(json.dumps({"trace": "missing", "metrics": {}}))
+    with Store(None) as store:
+        summary = ingest(store, [tmp_path / "odd.json"])
+    assert [problem.reason for problem in summary.problems] == [
+        "not an OTLP ExportTraceServiceRequest (no resourceSpans, nor Tempo's batches)"
+    ]
+
+
 def test_agentscope_sdk_jsonl_round_trip_keeps_cpu_and_thread(tmp_path):
     path = tmp_path / "sdk.jsonl"
     ags.init(store=None, jsonl_path=path, instrument=False)

@@ -105,17 +105,37 @@ def json_request_records(request: Any, line: int, check_sizes: bool = True) -> I
 
     ``check_sizes=False``: the request's text is known to be smaller than the attribute limit.
     """
+    request = _as_request(request)
     if request == {}:  # an empty request: JSON leaves out an empty list, as protobuf sends no bytes
         return
-    if isinstance(request, dict) and "resource_spans" in request and "resourceSpans" not in request:
-        request = _camel_case_keys(request)
     if not isinstance(request, dict) or "resourceSpans" not in request:
-        yield Record(line, problem="not an OTLP ExportTraceServiceRequest (no resourceSpans)")
+        problem = "not an OTLP ExportTraceServiceRequest (no resourceSpans, nor Tempo's batches)"
+        yield Record(line, problem=problem)
         return
     try:
         yield from _json_resource_spans(request["resourceSpans"], line, check_sizes)
     except (TypeError, AttributeError, KeyError) as exc:
         yield Record(line, problem=f"malformed OTLP request: {type(exc).__name__}: {exc}")
+
+
+def _as_request(value: Any) -> Any:
+    """The ExportTraceServiceRequest a parsed JSON object stands for.
+
+    Grafana Tempo answers a trace by id with its ``Trace`` message, which holds the request's resource
+    spans as ``batches`` (``GET /api/traces/<id>``), wrapped as ``{"trace": ...}`` by its second API
+    (``GET /api/v2/traces/<id>``); its ids are base64, as protobuf's JSON writes bytes, which
+    :func:`records.hex_id` reads.  A request written with protobuf's own field names is renamed.
+    """
+    if not isinstance(value, dict) or "resourceSpans" in value:
+        return value
+    trace = value.get("trace")
+    if isinstance(trace, dict):
+        value = trace
+    if "batches" in value and "resourceSpans" not in value:
+        value = {"resourceSpans": value["batches"]}
+    if "resource_spans" in value and "resourceSpans" not in value:
+        value = _camel_case_keys(value)
+    return value
 
 
 def _camel_case_keys(value: Any) -> Any:

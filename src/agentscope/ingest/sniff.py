@@ -29,9 +29,13 @@ _SPACE = b" \t\r\n"
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _STRUCTURE = re.compile(rb'["\[\]{}]')
 _SCALAR = re.compile(rb"[^\s,\]}]*")
-# Keys whose value is an array of records: OTLP's requests, Jaeger's and
-# Langfuse's pages ("data"), LangSmith's page ("runs"), one Jaeger trace ("spans").
-_ENVELOPES = frozenset({"resourceSpans", "resource_spans", "data", "runs", "spans"})
+# Keys whose value is an array of records: OTLP's requests (and Grafana Tempo's
+# traces, "batches"), Jaeger's and Langfuse's pages ("data"), LangSmith's page
+# ("runs"), one Jaeger trace ("spans").
+_OTLP_ENVELOPES = frozenset({"resourceSpans", "resource_spans", "batches"})
+_ENVELOPES = _OTLP_ENVELOPES | {"data", "runs", "spans"}
+# Grafana Tempo's second API wraps a trace (an OTLP request) in an object of these keys.
+_TEMPO_ANSWER = frozenset({"trace", "metrics", "status", "message"})
 # An element's walk stops at a Jaeger trace's "spans": its keys so far decide.
 _TRACE_SPANS = frozenset({"spans"})
 _LINES_TRIED = 100
@@ -102,7 +106,7 @@ def _format_of(shape: _Shape, array: bool) -> str:
     keys = set(shape.keys)
     if array:
         return _array_format(shape)
-    if shape.envelope in ("resourceSpans", "resource_spans"):
+    if shape.envelope in _OTLP_ENVELOPES or ("trace" in keys and keys <= _TEMPO_ANSWER):
         return "otlp-json" if shape.newline_before_first_key else "otlp-json-lines"
     element = set(shape.element or ())
     if shape.envelope == "runs":
@@ -129,7 +133,7 @@ def _format_of(shape: _Shape, array: bool) -> str:
     _refuse_langfuse_traces(keys)
     named = ", ".join(sorted(keys)[:8]) or "no keys"
     raise UnknownFormat(
-        f"a JSON object that is none of OTLP (resourceSpans), Jaeger (data/spans), "
+        f"a JSON object that is none of OTLP (resourceSpans, or Tempo's batches), Jaeger (data/spans), "
         f"LangSmith runs (run_type) or Langfuse observations (traceId/startTime); its keys: {named}"
     )
 
@@ -138,7 +142,7 @@ def _array_format(shape: _Shape) -> str:
     """A top-level array's format, told by its first element: OTLP requests, LangSmith runs, Langfuse
     observations, or Zipkin spans (which carry ``traceId`` and ``id``; an empty array reads as none)."""
     element = set(shape.element or ())
-    if element & {"resourceSpans", "resource_spans"}:
+    if element & _OTLP_ENVELOPES or ("trace" in element and element <= _TEMPO_ANSWER):
         return "otlp-json-array"
     found = _record_format(element)
     if found is not None:
@@ -148,8 +152,8 @@ def _array_format(shape: _Shape) -> str:
     _refuse_langfuse_traces(element)
     named = ", ".join(sorted(element)[:8]) or "not an object"
     raise UnknownFormat(
-        "a JSON array whose first element is none of OTLP requests (resourceSpans), Zipkin spans "
-        "(traceId, id), LangSmith runs (run_type) or Langfuse observations (traceId/startTime); "
+        "a JSON array whose first element is none of OTLP requests (resourceSpans, or Tempo's batches), "
+        "Zipkin spans (traceId, id), LangSmith runs (run_type) or Langfuse observations (traceId/startTime); "
         f"its keys: {named}"
     )
 
