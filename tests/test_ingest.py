@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -301,10 +302,12 @@ def test_otlp_json_with_protobufs_field_names_reads_as_the_camel_case_one(tmp_pa
     assert all(record.problem is None for record in received) and len(received) == 2
 
 
-def test_grafana_tempos_trace_answers_read_as_the_otlp_requests_they_hold(tmp_path):
-    """Tempo answers ``GET /api/traces/<id>`` with ``{"batches": [...]}`` and ``/api/v2/traces/<id>`` with
-    ``{"trace": {"batches": [...]}, "metrics": {...}}``, ids in base64 as protobuf's JSON writes bytes:
-    pretty or on one line, a line per trace or an array of them, each stores what the request does."""
+def test_trace_stores_answers_read_as_the_otlp_requests_they_hold(tmp_path):
+    """Grafana Tempo answers ``GET /api/traces/<id>`` with ``{"batches": [...]}`` and ``/api/v2/traces/<id>``
+    with ``{"trace": {"batches": [...]}, "metrics": {...}}``, ids in base64 as protobuf's JSON writes bytes;
+    Jaeger 2 answers ``/api/v3/traces/<id>`` with ``{"result": {"resourceSpans": [...]}}`` a streamed chunk,
+    hex ids: pretty or on one line, a line per trace or an array of them, each stores what the request
+    does."""
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import TracerProvider
@@ -326,12 +329,18 @@ def test_grafana_tempos_trace_answers_read_as_the_otlp_requests_they_hold(tmp_pa
     assert "=" in traces[0][0]["scopeSpans"][0]["spans"][0]["traceId"]  # base64, not hex
     v1 = [{"batches": batches} for batches in traces]
     v2 = [{"trace": {"batches": batches}, "metrics": {"inspectedBytes": "1834"}} for batches in traces]
+    jaeger = [
+        {"result": {"resourceSpans": json.loads(json.dumps(batches), object_hook=_hex_ids)}}
+        for batches in traces
+    ]
     files = {
         "request.json": {"resourceSpans": traces[0] + traces[1]},
         "v1-pretty.json": json.dumps({"batches": traces[0] + traces[1]}, indent=2),
         "v1-lines.jsonl": "\n".join(json.dumps(answer) for answer in v1),
         "v2-lines.jsonl": "\n".join(json.dumps(answer) for answer in v2),
         "v2-array.json": v2,
+        "jaeger-v3.jsonl": "\n".join(json.dumps(chunk) for chunk in jaeger),
+        "jaeger-v3-pretty.json": json.dumps({"result": {"resourceSpans": traces[0] + traces[1]}}, indent=2),
     }
     tables = {}
     for name, content in files.items():
@@ -341,7 +350,8 @@ def test_grafana_tempos_trace_answers_read_as_the_otlp_requests_they_hold(tmp_pa
             tables[name] = store.con.execute("SELECT * FROM spans ORDER BY span_id").fetchall()
         assert summary.ok and summary.stored == 4, (name, summary.problems)
     assert len(tables["request.json"]) == 4
-    for name in ("v1-pretty.json", "v1-lines.jsonl", "v2-lines.jsonl", "v2-array.json"):
+    assert '"traceId": "' + tables["request.json"][0][0] in files["jaeger-v3.jsonl"]
+    for name in set(files) - {"request.json"}:
         assert tables[name] == tables["request.json"], name
     (tmp_path / "odd.json").write_text(json.dumps({"trace": "missing", "metrics": {}}))
     with Store(None) as store:
@@ -349,6 +359,14 @@ def test_grafana_tempos_trace_answers_read_as_the_otlp_requests_they_hold(tmp_pa
     assert [problem.reason for problem in summary.problems] == [
         "not an OTLP ExportTraceServiceRequest (no resourceSpans, nor Tempo's batches)"
     ]
+
+
+def _hex_ids(value: dict) -> dict:
+    """An OTLP JSON object with its base64 ids in hex, as Jaeger and the OTel Collector write them."""
+    for key in ("traceId", "spanId", "parentSpanId"):
+        if value.get(key):
+            value[key] = base64.b64decode(value[key]).hex()
+    return value
 
 
 def test_agentscope_sdk_jsonl_round_trip_keeps_cpu_and_thread(tmp_path):

@@ -118,19 +118,26 @@ def json_request_records(request: Any, line: int, check_sizes: bool = True) -> I
         yield Record(line, problem=f"malformed OTLP request: {type(exc).__name__}: {exc}")
 
 
+ANSWER_WRAPPERS = ("trace", "result")
+"""Keys under which trace stores' query APIs answer with a request: Grafana Tempo's second API
+(``GET /api/v2/traces/<id>``: ``{"trace": ..., "metrics": ...}``) and Jaeger's api_v3
+(``GET /api/v3/traces/<id>``, Jaeger 2's: ``{"result": ...}``, one such object per streamed chunk)."""
+
+
 def _as_request(value: Any) -> Any:
     """The ExportTraceServiceRequest a parsed JSON object stands for.
 
-    Grafana Tempo answers a trace by id with its ``Trace`` message, which holds the request's resource
-    spans as ``batches`` (``GET /api/traces/<id>``), wrapped as ``{"trace": ...}`` by its second API
-    (``GET /api/v2/traces/<id>``); its ids are base64, as protobuf's JSON writes bytes, which
-    :func:`records.hex_id` reads.  A request written with protobuf's own field names is renamed.
+    A trace store's answer holds it under one of :data:`ANSWER_WRAPPERS`.  Grafana Tempo's ``Trace``
+    message names the request's resource spans ``batches`` (``GET /api/traces/<id>``); its ids are base64,
+    as protobuf's JSON writes bytes, which :func:`records.hex_id` reads.  A request written with protobuf's
+    own field names is renamed.
     """
     if not isinstance(value, dict) or "resourceSpans" in value:
         return value
-    trace = value.get("trace")
-    if isinstance(trace, dict):
-        value = trace
+    for wrapper in ANSWER_WRAPPERS:
+        if isinstance(value.get(wrapper), dict):
+            value = value[wrapper]
+            break
     if "batches" in value and "resourceSpans" not in value:
         value = {"resourceSpans": value["batches"]}
     if "resource_spans" in value and "resourceSpans" not in value:

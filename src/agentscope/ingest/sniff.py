@@ -34,8 +34,12 @@ _SCALAR = re.compile(rb"[^\s,\]}]*")
 # ("runs"), one Jaeger trace ("spans").
 _OTLP_ENVELOPES = frozenset({"resourceSpans", "resource_spans", "batches"})
 _ENVELOPES = _OTLP_ENVELOPES | {"data", "runs", "spans"}
-# Grafana Tempo's second API wraps a trace (an OTLP request) in an object of these keys.
-_TEMPO_ANSWER = frozenset({"trace", "metrics", "status", "message"})
+# Trace stores' query APIs wrap a trace (an OTLP request) in an object of these keys (otlp.ANSWER_WRAPPERS):
+# Grafana Tempo's second API, Jaeger's api_v3.
+_STORE_ANSWERS = {
+    "trace": frozenset({"trace", "metrics", "status", "message"}),
+    "result": frozenset({"result"}),
+}
 # An element's walk stops at a Jaeger trace's "spans": its keys so far decide.
 _TRACE_SPANS = frozenset({"spans"})
 _LINES_TRIED = 100
@@ -106,7 +110,7 @@ def _format_of(shape: _Shape, array: bool) -> str:
     keys = set(shape.keys)
     if array:
         return _array_format(shape)
-    if shape.envelope in _OTLP_ENVELOPES or ("trace" in keys and keys <= _TEMPO_ANSWER):
+    if shape.envelope in _OTLP_ENVELOPES or _store_answer(keys):
         return "otlp-json" if shape.newline_before_first_key else "otlp-json-lines"
     element = set(shape.element or ())
     if shape.envelope == "runs":
@@ -133,8 +137,9 @@ def _format_of(shape: _Shape, array: bool) -> str:
     _refuse_langfuse_traces(keys)
     named = ", ".join(sorted(keys)[:8]) or "no keys"
     raise UnknownFormat(
-        f"a JSON object that is none of OTLP (resourceSpans, or Tempo's batches), Jaeger (data/spans), "
-        f"LangSmith runs (run_type) or Langfuse observations (traceId/startTime); its keys: {named}"
+        "a JSON object that is none of OTLP (resourceSpans; Tempo's batches or trace, Jaeger 2's result), "
+        "Jaeger (data/spans), LangSmith runs (run_type) or Langfuse observations (traceId/startTime); "
+        f"its keys: {named}"
     )
 
 
@@ -142,7 +147,7 @@ def _array_format(shape: _Shape) -> str:
     """A top-level array's format, told by its first element: OTLP requests, LangSmith runs, Langfuse
     observations, or Zipkin spans (which carry ``traceId`` and ``id``; an empty array reads as none)."""
     element = set(shape.element or ())
-    if element & _OTLP_ENVELOPES or ("trace" in element and element <= _TEMPO_ANSWER):
+    if element & _OTLP_ENVELOPES or _store_answer(element):
         return "otlp-json-array"
     found = _record_format(element)
     if found is not None:
@@ -152,10 +157,16 @@ def _array_format(shape: _Shape) -> str:
     _refuse_langfuse_traces(element)
     named = ", ".join(sorted(element)[:8]) or "not an object"
     raise UnknownFormat(
-        "a JSON array whose first element is none of OTLP requests (resourceSpans, or Tempo's batches), "
+        "a JSON array whose first element is none of OTLP requests (resourceSpans; Tempo's batches or trace, "
+        "Jaeger 2's result), "
         "Zipkin spans (traceId, id), LangSmith runs (run_type) or Langfuse observations (traceId/startTime); "
         f"its keys: {named}"
     )
+
+
+def _store_answer(keys: set[str]) -> bool:
+    """Whether an object's keys are a trace store's answer that wraps an OTLP request."""
+    return any(wrapper in keys and keys <= allowed for wrapper, allowed in _STORE_ANSWERS.items())
 
 
 def _refuse_langfuse_traces(keys: set[str]) -> None:
