@@ -64,9 +64,15 @@ def _orjson_int(digits: str) -> int | float:
 
 
 def json_value(value: Any) -> Any:
-    """A Python value from an OTLP JSON ``AnyValue``."""
+    """A Python value from an OTLP JSON ``AnyValue``.
+
+    A field written as ``null`` is unset, as protobuf's JSON parsers read it: Arize Phoenix's
+    ``otlpv1`` spans write every field of the value, the unset ones as ``null``.
+    """
     if not isinstance(value, dict):
         raise BadSpan(f"attribute value {value!r} is not an AnyValue object")
+    if None in value.values():
+        value = {key: item for key, item in value.items() if item is not None}
     if "stringValue" in value:
         return value["stringValue"]
     if "boolValue" in value:
@@ -141,19 +147,19 @@ def _as_request(value: Any) -> Any:
     if "batches" in value and "resourceSpans" not in value:
         value = {"resourceSpans": value["batches"]}
     if "resource_spans" in value and "resourceSpans" not in value:
-        value = _camel_case_keys(value)
+        value = camel_case_keys(value)
     return value
 
 
-def _camel_case_keys(value: Any) -> Any:
+def camel_case_keys(value: Any) -> Any:
     """A request written with protobuf's own field names (``resource_spans``, ``start_time_unix_nano``:
     protobuf's ``preserving_proto_field_name``, Go's ``UseProtoNames``) with OTLP/JSON's lowerCamelCase
     keys instead, as protobuf's JSON parsers accept either.  Every object key in a request is a field
     name (attribute keys are values), so all of them are renamed."""
     if isinstance(value, dict):
-        return {_camel_case(key): _camel_case_keys(item) for key, item in value.items()}
+        return {_camel_case(key): camel_case_keys(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_camel_case_keys(item) for item in value]
+        return [camel_case_keys(item) for item in value]
     return value
 
 
@@ -177,10 +183,10 @@ def _json_resource_spans(resource_spans_list: Any, line: int, check_sizes: bool)
         ):
             scope = (scope_spans.get("scope") or scope_spans.get("instrumentationLibrary") or {}).get("name")
             for span in scope_spans.get("spans") or []:
-                yield _json_span(span, line, service, scope, check_sizes)
+                yield json_span(span, line, service, scope, check_sizes)
 
 
-def _json_span(span: Any, line: int, service: Any, scope: Any, check_sizes: bool) -> Record:
+def json_span(span: Any, line: int, service: Any, scope: Any, check_sizes: bool) -> Record:
     if not isinstance(span, dict):
         return Record(line, problem="span is not an object")
     try:

@@ -21,7 +21,7 @@ from typing import NoReturn
 
 import orjson
 
-from agentscope.ingest import otlp
+from agentscope.ingest import otlp, phoenix
 
 DUCKDB_MAGIC = b"DUCK"
 _BOM = b"\xef\xbb\xbf"
@@ -40,6 +40,12 @@ _STORE_ANSWERS = {
     "trace": frozenset({"trace", "metrics", "status", "message"}),
     "result": frozenset({"result"}),
 }
+# What a refusal names as read, with the keys that tell each.
+_OTLP = "OTLP requests (resourceSpans; Tempo's batches or trace, Jaeger 2's result)"
+_RECORDS = (
+    "LangSmith runs (run_type), Langfuse observations (traceId/startTime) "
+    "or Phoenix spans (context/span_kind)"
+)
 # An element's walk stops at a Jaeger trace's "spans": its keys so far decide.
 _TRACE_SPANS = frozenset({"spans"})
 _LINES_TRIED = 100
@@ -119,15 +125,15 @@ def _format_of(shape: _Shape, array: bool) -> str:
         if shape.empty:
             return "jaeger"
         found = _record_format(element)
-        if found in ("langfuse", "langsmith"):
+        if found is not None:
             return found
         if "traceID" in element or "spans" in element:
             return "jaeger"
         _refuse_langfuse_traces(element)
         named = ", ".join(sorted(element)[:8]) or "not an object"
         raise UnknownFormat(
-            "a page (data) whose first element is none of Jaeger traces (traceID, spans), LangSmith runs "
-            f"(run_type) or Langfuse observations (traceId/startTime); its keys: {named}"
+            f"a page (data) whose first element is none of Jaeger traces (traceID, spans), {_RECORDS}; "
+            f"its keys: {named}"
         )
     if shape.envelope == "spans" or "traceID" in keys:
         return "jaeger-trace"
@@ -137,9 +143,7 @@ def _format_of(shape: _Shape, array: bool) -> str:
     _refuse_langfuse_traces(keys)
     named = ", ".join(sorted(keys)[:8]) or "no keys"
     raise UnknownFormat(
-        "a JSON object that is none of OTLP (resourceSpans; Tempo's batches or trace, Jaeger 2's result), "
-        "Jaeger (data/spans), LangSmith runs (run_type) or Langfuse observations (traceId/startTime); "
-        f"its keys: {named}"
+        f"a JSON object that is none of {_OTLP}, Jaeger (data/spans), {_RECORDS}; its keys: {named}"
     )
 
 
@@ -157,9 +161,7 @@ def _array_format(shape: _Shape) -> str:
     _refuse_langfuse_traces(element)
     named = ", ".join(sorted(element)[:8]) or "not an object"
     raise UnknownFormat(
-        "a JSON array whose first element is none of OTLP requests (resourceSpans; Tempo's batches or trace, "
-        "Jaeger 2's result), "
-        "Zipkin spans (traceId, id), LangSmith runs (run_type) or Langfuse observations (traceId/startTime); "
+        f"a JSON array whose first element is none of {_OTLP}, Zipkin spans (traceId, id), {_RECORDS}; "
         f"its keys: {named}"
     )
 
@@ -180,16 +182,20 @@ def _refuse_langfuse_traces(keys: set[str]) -> None:
 
 
 def _record_format(keys: set[str]) -> str | None:
-    """``langsmith`` or ``langfuse`` when an object's keys are a run's or an observation's.
+    """``langsmith``, ``langfuse`` or ``phoenix`` when an object's keys are a run's, an observation's or a
+    Phoenix span's.
 
     LangSmith runs carry ``run_type`` and snake_case times; Langfuse observations
     camelCase ``traceId`` with ``startTime`` (Jaeger writes ``traceID``, Zipkin
-    ``timestamp``, OTLP ``startTimeUnixNano``).
+    ``timestamp``, OTLP ``startTimeUnixNano``); Phoenix's spans ``context`` and
+    ``span_kind``, or (its ``otlpv1`` shape) ``trace_id`` with ``start_time_unix_nano``.
     """
     if "run_type" in keys and ("start_time" in keys or "parent_run_id" in keys):
         return "langsmith"
     if "traceId" in keys and "startTime" in keys:
         return "langfuse"
+    if keys >= phoenix.SPAN_KEYS or keys >= phoenix.OTLP_SPAN_KEYS:
+        return "phoenix"
     return None
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from agentscope.ingest import jaeger, langfuse, langsmith, otlp, sniff, zipkin
+from agentscope.ingest import jaeger, langfuse, langsmith, otlp, phoenix, sniff, zipkin
 from agentscope.ingest.records import Record
 from agentscope.ingest.sniff import UnknownFormat
 from agentscope.store.paths import MANIFEST, export_reader
@@ -41,6 +41,7 @@ FORMATS = (
     "zipkin",
     "langsmith",
     "langfuse",
+    "phoenix",
     "store",
 )
 
@@ -325,6 +326,8 @@ def records(fmt: str, stream: IO[bytes]) -> Iterator[Record]:
             yield from langsmith.read(stream)
         elif fmt == "langfuse":
             yield from langfuse.read(stream)
+        elif fmt == "phoenix":
+            yield from phoenix.read(stream)
         elif fmt == "otlp-proto-delimited":
             yield from otlp.read_proto_delimited(stream)
         elif fmt == "otlp-proto":
