@@ -92,6 +92,41 @@ def test_init_joins_the_apps_own_provider_without_replacing_it(tmp_path):
     assert "[('app-span', 'app-svc'), ('job', 'app-svc')]" in out
 
 
+def test_a_provider_made_global_after_init_is_joined_and_its_shutdown_leaves_agentscope_recording(tmp_path):
+    """OpenTelemetry refuses a second global provider (Phoenix's ``register()`` after ``ags.init``, say):
+    agentscope joins it, once however often it is set, so its spans reach the store in the task's trace;
+    its owner shutting it down does not close agentscope's store."""
+    out = run_python(
+        f"""
+        import duckdb, agentscope as ags
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        ags.init(service_name="svc", store={str(tmp_path / "late.duckdb")!r}, instrument=False)
+        late = TracerProvider()
+        trace.set_tracer_provider(late)
+        trace.set_tracer_provider(late)
+        assert trace.get_tracer_provider() is not late
+        peer = late.get_tracer("peer")
+
+        @ags.task
+        def job():
+            with peer.start_as_current_span("peer-call"):
+                with ags.span("inside"):
+                    pass
+
+        job()
+        late.shutdown()
+        job()
+        ags.shutdown()
+        print(duckdb.connect({str(tmp_path / "late.duckdb")!r}).execute(
+            "select name, count(*), count(distinct trace_id) from spans group by name order by name"
+        ).fetchall())
+        """
+    )
+    assert "[('inside', 2, 2), ('job', 2, 2), ('peer-call', 2, 2)]" in out
+
+
 def test_init_twice_switches_stores_and_flushes_the_first(tmp_path):
     first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
 

@@ -162,6 +162,18 @@ def _traceloop(peer: Peer) -> None:
     peer.workflow = workflow(name="support_workflow")
 
 
+def _phoenix_register(peer: Peer) -> None:
+    """Phoenix's ``register()``, as its docs set it up: a provider of its own, made global (refused after
+    ``ags.init``), and every OpenInference instrumentation installed switched on; the endpoint is never
+    reached (its export fails at once), the peer's exporter beside it."""
+    from phoenix.otel import register
+
+    provider = register(
+        project_name="support", endpoint="http://127.0.0.1:9/v1/traces", auto_instrument=True, verbose=False
+    )
+    provider.add_span_processor(peer.processor)
+
+
 def _pydantic_ai(peer: Peer) -> None:
     peer.provider()  # its Instrumentation capability records on the global provider
 
@@ -176,6 +188,7 @@ PEERS: dict[str, Callable[[Peer], None]] = {
     "langfuse-langchain": _langfuse_langchain,
     "pydantic-ai": _pydantic_ai,
     "traceloop": _traceloop,
+    "phoenix-register": _phoenix_register,
     "logfire-openai": _logfire_openai,
     "logfire-openai-only": _logfire_openai,  # agentscope's integrations off
     "openinference-llamaindex": _openinference_llamaindex,

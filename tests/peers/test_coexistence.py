@@ -51,6 +51,8 @@ SCENARIOS = {
     "Langfuse drop-in before ags.init": ("langfuse", "peer-first", True, "OpenAI-generation"),
     "Traceloop SDK, task": ("traceloop", "ags-first", True, "openai.chat"),
     "Traceloop SDK first, its workflow": ("traceloop", "peer-first", False, "support_workflow.workflow"),
+    "Phoenix register, after ags.init": ("phoenix-register", "ags-first", True, "ChatCompletion"),
+    "Phoenix register first": ("phoenix-register", "peer-first", True, "ChatCompletion"),
     "pydantic-ai, task": ("pydantic-ai", "ags-first", True, "chat gpt-oss-120b"),
     "pydantic-ai first, no task": ("pydantic-ai", "peer-first", False, "chat gpt-oss-120b"),
     "Logfire openai": ("logfire-openai", "ags-first", True, "Chat Completion with {request_data[model]!r}"),

@@ -31,7 +31,7 @@ from agentscope.sdk.collector import CollectorExporter
 from agentscope.sdk.instrumentation import instrument as instrument_libraries
 from agentscope.sdk.open_spans import OpenSpans
 from agentscope.sdk.otlp_json import JsonLinesSpanExporter
-from agentscope.sdk.state import STATE, TRACER_NAME, Router
+from agentscope.sdk.state import STATE, TRACER_NAME, Beside, Router
 from agentscope.store.paths import DEFAULT_STORE, default_store_path
 
 
@@ -136,6 +136,7 @@ def init(
             STATE.open_spans = OpenSpans(TRACER_NAME)
             provider.add_span_processor(STATE.open_spans)
             atexit.register(_shutdown_at_exit)
+            _join_providers_set_later()
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(before=_before_fork)
             if _in_multiprocessing_child():  # a spawned one, which sets up as the app does
@@ -163,6 +164,35 @@ def init(
         return
     if instrument:
         instrument_libraries()
+
+
+def _join_providers_set_later() -> None:
+    """Join the tracer provider a package makes global after ``ags.init``, as ``init`` joins one made before.
+
+    OpenTelemetry's global provider is set once: a package set up later (Phoenix's ``register()``,
+    Logfire's ``configure()``) keeps a provider of its own, and its instrumentations record there.  Where
+    agentscope leaves a call to such a peer's span (it is current, or its patch sits below agentscope's),
+    the call would reach no store.  ``set_tracer_provider`` is wrapped to add agentscope's processors to
+    the provider it was refused; the peer's own exporters still see only its own spans.
+    """
+    import wrapt  # here: wrapt costs start-up, and this runs once
+
+    wrapt.wrap_function_wrapper(trace, "set_tracer_provider", _joining_the_refused)
+
+
+def _joining_the_refused(wrapped: Any, instance: Any, args: tuple, kwargs: dict) -> Any:
+    result = wrapped(*args, **kwargs)
+    try:
+        provider = args[0] if args else kwargs.get("tracer_provider")
+        refused = provider is not trace.get_tracer_provider()
+        joinable = callable(getattr(provider, "add_span_processor", None))
+        joined = any(provider is other for other in STATE.joined_later)
+        if refused and joinable and STATE.router is not None and not joined:
+            STATE.joined_later.append(provider)
+            provider.add_span_processor(Beside(STATE.router, STATE.open_spans))
+    except Exception as exc:
+        report("joining a tracer provider set after agentscope's", exc)
+    return result
 
 
 def _before_fork() -> None:

@@ -54,6 +54,29 @@ class Router(SpanProcessor):
         return all(target.force_flush(timeout_millis) for target in self.targets)
 
 
+class Beside(SpanProcessor):
+    """agentscope's processors on a provider another package made global after ``ags.init`` (OpenTelemetry
+    refused it: its global is set once).  That package shuts its provider down when it is done with it,
+    which must not close agentscope's exporters, so this processor's shutdown only flushes them."""
+
+    def __init__(self, router: Router, open_spans: OpenSpans | None) -> None:
+        self.processors = (router,) if open_spans is None else (router, open_spans)
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        for processor in self.processors:
+            processor.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for processor in self.processors:
+            processor.on_end(span)
+
+    def shutdown(self) -> None:
+        self.force_flush()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.processors[0].force_flush(timeout_millis)
+
+
 @dataclass
 class SDKState:
     tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer(TRACER_NAME))
@@ -67,6 +90,9 @@ class SDKState:
     """Other instrumentations' open spans on the joined provider, which agentscope's spans join."""
     span_attributes: dict[str, str] = field(default_factory=dict)
     """Attributes every agentscope span carries (``agentscope.service.name`` beside another service)."""
+    joined_later: list[object] = field(default_factory=list)
+    """Providers other packages made global after ``ags.init``, which agentscope joined (:class:`Beside`);
+    a list, as some are not hashable (Logfire's)."""
 
 
 STATE = SDKState()
