@@ -130,6 +130,16 @@ def _langfuse(peer: Peer) -> None:
     peer.client = lambda base_url: OpenAI(base_url=base_url, api_key="sim")
 
 
+def _langfuse_observe(peer: Peer) -> None:
+    """Langfuse's ``@observe``, as most of its users trace: the task and each tool decorated, the calls
+    agentscope's."""
+    from langfuse import observe
+
+    _langfuse_client(peer)
+    peer.tools = {name: observe(name=name, as_type="tool")(function) for name, function in TOOLS.items()}
+    peer.workflow = observe(name="support_workflow", as_type="agent")
+
+
 def _langfuse_langchain(peer: Peer) -> None:
     from langfuse.langchain import CallbackHandler
 
@@ -186,6 +196,7 @@ PEERS: dict[str, Callable[[Peer], None]] = {
     "openllmetry-openai": _openllmetry_openai,
     "langfuse": _langfuse,
     "langfuse-langchain": _langfuse_langchain,
+    "langfuse-observe": _langfuse_observe,
     "pydantic-ai": _pydantic_ai,
     "traceloop": _traceloop,
     "phoenix-register": _phoenix_register,

@@ -47,6 +47,8 @@ SCENARIOS = {
     ),
     "Langfuse LangChain callback, task": ("langfuse-langchain", "ags-first", True, "ChatOpenAI"),
     "Langfuse LangChain callback first, no task": ("langfuse-langchain", "peer-first", False, "ChatOpenAI"),
+    "Langfuse @observe, after ags.init": ("langfuse-observe", "ags-first", False, "support_workflow"),
+    "Langfuse @observe first": ("langfuse-observe", "peer-first", False, "support_workflow"),
     "Langfuse drop-in after ags.init": ("langfuse", "ags-first", True, "OpenAI-generation"),
     "Langfuse drop-in before ags.init": ("langfuse", "peer-first", True, "OpenAI-generation"),
     "Traceloop SDK, task": ("traceloop", "ags-first", True, "openai.chat"),
