@@ -184,6 +184,13 @@ def _phoenix_register(peer: Peer) -> None:
     provider.add_span_processor(peer.processor)
 
 
+def _strands(peer: Peer) -> None:
+    """Strands Agents' own OpenTelemetry (``StrandsTelemetry``: a provider of its own, made global)."""
+    from strands.telemetry import StrandsTelemetry
+
+    StrandsTelemetry().tracer_provider.add_span_processor(peer.processor)
+
+
 def _pydantic_ai(peer: Peer) -> None:
     peer.provider()  # its Instrumentation capability records on the global provider
 
@@ -198,6 +205,7 @@ PEERS: dict[str, Callable[[Peer], None]] = {
     "langfuse-langchain": _langfuse_langchain,
     "langfuse-observe": _langfuse_observe,
     "pydantic-ai": _pydantic_ai,
+    "strands": _strands,
     "traceloop": _traceloop,
     "phoenix-register": _phoenix_register,
     "logfire-openai": _logfire_openai,
@@ -239,6 +247,17 @@ def _function_agent(base_url: str, shape: str) -> Callable[[], object]:
     return lambda: _event_loop().run_until_complete(run())
 
 
+def _strands_agent(base_url: str, shape: str) -> Callable[[], object]:
+    """Strands Agents' agent over its OpenAI model (it always streams)."""
+    from strands import Agent, tool
+    from strands.models.openai import OpenAIModel
+
+    model = OpenAIModel(client_args={"base_url": base_url, "api_key": "sim"}, model_id=MODEL)
+    tools = [tool(name=name, description=f.__doc__)(f) for name, f in TOOLS.items()]
+    agent = Agent(model=model, tools=tools, callback_handler=None)
+    return lambda: agent(prompt_for(shape))
+
+
 def _pydantic_agent(base_url: str, shape: str) -> Callable[[], object]:
     """pydantic-ai's agent over the OpenAI chat model, instrumented by its own capability; it streams when
     the shape does."""
@@ -276,6 +295,8 @@ def _run_task(scenario: str, peer: Peer, base_url: str, shape: str, as_task: boo
         run = functools.partial(_event_loop().run_until_complete, agents_sdk_task(base_url, shape))
     elif scenario == "pydantic-ai":
         run = _pydantic_agent(base_url, shape)
+    elif scenario == "strands":
+        run = _strands_agent(base_url, shape)
     else:
         import openai
 
