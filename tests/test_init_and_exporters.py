@@ -94,19 +94,24 @@ def test_init_joins_the_apps_own_provider_without_replacing_it(tmp_path):
 
 def test_a_provider_made_global_after_init_is_joined_and_its_shutdown_leaves_agentscope_recording(tmp_path):
     """OpenTelemetry refuses a second global provider (Phoenix's ``register()`` after ``ags.init``, say):
-    agentscope joins it, once however often it is set, so its spans reach the store in the task's trace;
-    its owner shutting it down does not close agentscope's store."""
+    agentscope joins it, once however often it is set, so its spans reach the store in the task's trace,
+    and hands it the spans of the provider agentscope set, so its own exporter sees the whole trace; its
+    owner shutting it down does not close agentscope's store."""
     out = run_python(
         f"""
         import duckdb, agentscope as ags
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
         ags.init(service_name="svc", store={str(tmp_path / "late.duckdb")!r}, instrument=False)
         late = TracerProvider()
         trace.set_tracer_provider(late)
         trace.set_tracer_provider(late)
         assert trace.get_tracer_provider() is not late
+        theirs = InMemorySpanExporter()
+        late.add_span_processor(SimpleSpanProcessor(theirs))
         peer = late.get_tracer("peer")
 
         @ags.task
@@ -116,6 +121,7 @@ def test_a_provider_made_global_after_init_is_joined_and_its_shutdown_leaves_age
                     pass
 
         job()
+        print(sorted(span.name for span in theirs.get_finished_spans()))
         late.shutdown()
         job()
         ags.shutdown()
@@ -124,6 +130,7 @@ def test_a_provider_made_global_after_init_is_joined_and_its_shutdown_leaves_age
         ).fetchall())
         """
     )
+    assert out.splitlines()[0] == "['inside', 'job', 'peer-call']"
     assert "[('inside', 2, 2), ('job', 2, 2), ('peer-call', 2, 2)]" in out
 
 

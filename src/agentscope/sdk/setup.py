@@ -32,7 +32,7 @@ from agentscope.sdk.collector import CollectorExporter
 from agentscope.sdk.instrumentation import instrument as instrument_libraries
 from agentscope.sdk.open_spans import OpenSpans
 from agentscope.sdk.otlp_json import JsonLinesSpanExporter
-from agentscope.sdk.state import STATE, TRACER_NAME, Beside, Router
+from agentscope.sdk.state import STATE, TRACER_NAME, Beside, Forward, Router
 from agentscope.store.paths import DEFAULT_STORE, default_store_path
 
 
@@ -77,6 +77,7 @@ def _provider(service_name: str | None) -> tuple[Any, dict[str, str]]:
     if isinstance(current, trace.ProxyTracerProvider):  # nobody set one yet
         provider = TracerProvider(resource=resource)
         trace.set_tracer_provider(provider)
+        STATE.global_provider = provider
         return provider, {}
     report(
         "joining the application's tracer provider",
@@ -174,8 +175,10 @@ def _join_providers_set_later() -> None:
     Logfire's ``configure()``) keeps a provider of its own, and its instrumentations record there.  Where
     agentscope leaves a call to such a peer's span (it is current, or its patch sits below agentscope's),
     the call would reach no store.  ``trace.set_tracer_provider`` is replaced by one that adds agentscope's
-    processors to the provider it was refused; the peer's own exporters still see only its own spans.  A
-    plain wrapper, not wrapt's: importing wrapt costs ``ags.init`` 30 ms.
+    processors to the provider it was refused.  Where the global provider is the one agentscope set, its
+    spans are handed to the refused provider's processors too (:class:`Forward`), so the package's own
+    exporters see the whole trace (Strands Agents records on the global provider: without this its
+    exporters saw nothing).  A plain wrapper, not wrapt's: importing wrapt costs ``ags.init`` 30 ms.
     """
     refusing = trace.set_tracer_provider
 
@@ -197,6 +200,10 @@ def _join_if_refused(provider: Any) -> None:
     if refused and joinable and STATE.router is not None and not joined:
         STATE.joined_later.append(provider)
         provider.add_span_processor(Beside(STATE.router, STATE.open_spans))
+        theirs = getattr(provider, "_active_span_processor", None)  # an SDK provider's processors, as added
+        ours = STATE.global_provider
+        if ours is not None and ours is trace.get_tracer_provider() and isinstance(theirs, SpanProcessor):
+            ours.add_span_processor(Forward(theirs))
 
 
 def _before_fork() -> None:

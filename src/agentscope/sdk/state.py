@@ -8,6 +8,7 @@ processors, and without the provider having to support removing a processor.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -54,19 +55,28 @@ class Router(SpanProcessor):
         return all(target.force_flush(timeout_millis) for target in self.targets)
 
 
+_FORWARDING = threading.local()
+"""Set while :class:`Forward` hands a span of agentscope's provider to another provider's processors."""
+
+
 class Beside(SpanProcessor):
     """agentscope's processors on a provider another package made global after ``ags.init`` (OpenTelemetry
     refused it: its global is set once).  That package shuts its provider down when it is done with it,
-    which must not close agentscope's exporters, so this processor's shutdown only flushes them."""
+    which must not close agentscope's exporters, so this processor's shutdown only flushes them.  A span
+    :class:`Forward` hands over is agentscope's already, and is skipped."""
 
     def __init__(self, router: Router, open_spans: OpenSpans | None) -> None:
         self.processors = (router,) if open_spans is None else (router, open_spans)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if getattr(_FORWARDING, "active", False):
+            return
         for processor in self.processors:
             processor.on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
+        if getattr(_FORWARDING, "active", False):
+            return
         for processor in self.processors:
             processor.on_end(span)
 
@@ -77,6 +87,35 @@ class Beside(SpanProcessor):
         return self.processors[0].force_flush(timeout_millis)
 
 
+class Forward(SpanProcessor):
+    """On the global provider agentscope set, hands every span to the processors of a provider another
+    package was refused as the global one, so that its exporters see the whole trace, as they would had
+    it been set up first.  That package shuts its provider down itself."""
+
+    def __init__(self, processor: SpanProcessor) -> None:
+        self.processor = processor
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        _FORWARDING.active = True
+        try:
+            self.processor.on_start(span, parent_context=parent_context)
+        finally:
+            _FORWARDING.active = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        _FORWARDING.active = True
+        try:
+            self.processor.on_end(span)
+        finally:
+            _FORWARDING.active = False
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
 @dataclass
 class SDKState:
     tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer(TRACER_NAME))
@@ -84,6 +123,8 @@ class SDKState:
     router: Router | None = None
     private_provider: TracerProvider | None = None
     """agentscope's own provider, when the application's could not be joined."""
+    global_provider: TracerProvider | None = None
+    """The provider agentscope made global, when nobody had set one."""
     flushes_multiprocessing_children: bool = False
     """A multiprocessing child flushes at its end (hooked before the first fork)."""
     open_spans: OpenSpans | None = None
