@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from traces_fixtures import agent_trace_otlp, delimited, jaeger_document, zipkin_spans
+from traces_fixtures import agent_trace_otlp, delimited, jaeger_document, sdk_task_spans, zipkin_spans
 
 from agentscope.ingest import detect, ingest, sources
 from agentscope.store import Store
@@ -182,21 +182,8 @@ def _big_zipkin() -> list[dict]:
 
 def _delimited() -> bytes:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("producer")
-    for n in range(2):
-        with (
-            tracer.start_as_current_span(f"task {n}", attributes={"agentscope.kind": "task"}),
-            tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat", "p": PROMPT}),
-        ):
-            pass
-    spans = exporter.get_finished_spans()
+    spans = sdk_task_spans(2, {"gen_ai.operation.name": "chat", "p": PROMPT})
     messages = [encode_spans(spans[k : k + 2]).SerializeToString() for k in (0, 2)]
     assert len(messages[0]) > 200_000
     return delimited(messages)

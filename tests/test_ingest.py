@@ -23,6 +23,7 @@ from traces_fixtures import (
     jaeger_document,
     otlp_request,
     otlp_span,
+    sdk_task_spans,
     zipkin_spans,
 )
 from traces_fixtures import s as text_attribute
@@ -227,23 +228,9 @@ def test_zipkin_shared_server_spans_get_an_id_of_their_own(tmp_path):
 
 def test_otlp_protobuf_single_and_length_delimited_from_the_real_otel_encoder(tmp_path):
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("producer")
-    for n in range(3):
-        with (
-            tracer.start_as_current_span(f"task {n}", attributes={"agentscope.kind": "task"}),
-            tracer.start_as_current_span(
-                "chat", attributes={"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5}
-            ),
-        ):
-            pass
-    messages = [encode_spans(exporter.get_finished_spans()[k : k + 2]).SerializeToString() for k in (0, 2, 4)]
+    spans = sdk_task_spans(3, {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5})
+    messages = [encode_spans(spans[k : k + 2]).SerializeToString() for k in (0, 2, 4)]
     (tmp_path / "single.pb").write_bytes(messages[0])
     stream_bytes = delimited(messages)
     (tmp_path / "stream.otlp").write_bytes(stream_bytes)
@@ -310,21 +297,8 @@ def test_trace_stores_answers_read_as_the_otlp_requests_they_hold(tmp_path):
     does."""
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracer = provider.get_tracer("producer")
-    for n in range(2):
-        with (
-            tracer.start_as_current_span(f"task {n}", attributes={"agentscope.kind": "task"}),
-            tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat"}),
-        ):
-            pass
-    finished = exporter.get_finished_spans()
+    finished = sdk_task_spans(2, {"gen_ai.operation.name": "chat"})
     traces = [MessageToDict(encode_spans(finished[k : k + 2]))["resourceSpans"] for k in (0, 2)]
     assert "=" in traces[0][0]["scopeSpans"][0]["spans"][0]["traceId"]  # base64, not hex
     v1 = [{"batches": batches} for batches in traces]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 T1 = "0af7651916cd43dd8448eb211c80319c"
 ROOT, LLM, TOOL = "b7ad6b7169203331", "00f067aa0ba902b7", "1111111111111111"
@@ -182,6 +183,26 @@ def zipkin_spans() -> list[dict]:
 
 def dumps(value: object) -> str:
     return json.dumps(value)
+
+
+def sdk_task_spans(tasks: int, chat_attributes: dict[str, Any]) -> list[Any]:
+    """``tasks`` task spans, each around one chat span, as a real OpenTelemetry SDK provider finishes them
+    (each chat span, then its task), for the real encoders."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("producer")
+    for n in range(tasks):
+        with (
+            tracer.start_as_current_span(f"task {n}", attributes={"agentscope.kind": "task"}),
+            tracer.start_as_current_span("chat", attributes=chat_attributes),
+        ):
+            pass
+    return list(exporter.get_finished_spans())
 
 
 def delimited(messages: list[bytes]) -> bytes:
