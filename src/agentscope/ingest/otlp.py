@@ -71,22 +71,20 @@ def json_value(value: Any) -> Any:
     """
     if not isinstance(value, dict):
         raise BadSpan(f"attribute value {value!r} is not an AnyValue object")
-    if None in value.values():
-        value = {key: item for key, item in value.items() if item is not None}
-    if "stringValue" in value:
-        return value["stringValue"]
-    if "boolValue" in value:
-        return bool(value["boolValue"])
-    if "intValue" in value:
-        return int(value["intValue"])
-    if "doubleValue" in value:
-        return float(value["doubleValue"])
-    if "arrayValue" in value:
-        return [json_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
-    if "kvlistValue" in value:
-        return json_attributes((value["kvlistValue"] or {}).get("values", []))
-    if "bytesValue" in value:
-        return base64.b64decode(value["bytesValue"]).hex()
+    if (found := value.get("stringValue")) is not None:
+        return found
+    if (found := value.get("boolValue")) is not None:
+        return bool(found)
+    if (found := value.get("intValue")) is not None:
+        return int(found)
+    if (found := value.get("doubleValue")) is not None:
+        return float(found)
+    if (found := value.get("arrayValue")) is not None:
+        return [json_value(v) for v in found.get("values", [])]
+    if (found := value.get("kvlistValue")) is not None:
+        return json_attributes(found.get("values", []))
+    if (found := value.get("bytesValue")) is not None:
+        return base64.b64decode(found).hex()
     return None
 
 
