@@ -134,6 +134,47 @@ def test_a_provider_made_global_after_init_is_joined_and_its_shutdown_leaves_age
     assert "[('inside', 2, 2), ('job', 2, 2), ('peer-call', 2, 2)]" in out
 
 
+def test_a_late_providers_failing_processor_breaks_neither_the_app_nor_the_store(tmp_path):
+    """A processor of the provider agentscope hands its spans to that raises is said once through the
+    ``agentscope`` logger; the app's code runs on and every span is stored."""
+    out = run_python(
+        f"""
+        import logging, duckdb, agentscope as ags
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+        said = []
+        handler = logging.Handler()
+        handler.emit = lambda record: said.append(record.getMessage())
+        logging.getLogger("agentscope").addHandler(handler)
+
+        class Broken(SpanProcessor):
+            def on_start(self, span, parent_context=None):
+                raise RuntimeError("broken on_start")
+
+            def on_end(self, span):
+                raise RuntimeError("broken on_end")
+
+        ags.init(service_name="svc", store={str(tmp_path / "broken.duckdb")!r}, instrument=False)
+        late = TracerProvider()
+        trace.set_tracer_provider(late)
+        late.add_span_processor(Broken())
+
+        @ags.task
+        def job():
+            with ags.span("inside"):
+                return 7
+
+        print([job() for _ in range(3)])
+        ags.shutdown()
+        print(len(said), "broken on_start" in said[0])
+        stored = duckdb.connect({str(tmp_path / "broken.duckdb")!r})
+        print(stored.execute("select count(*) from spans").fetchone())
+        """
+    )
+    assert out.splitlines() == ["[7, 7, 7]", "1 True", "(6,)"]
+
+
 def test_init_twice_switches_stores_and_flushes_the_first(tmp_path):
     first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
 

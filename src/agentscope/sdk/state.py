@@ -99,6 +99,8 @@ class Forward(SpanProcessor):
         _FORWARDING.active = True
         try:
             self.processor.on_start(span, parent_context=parent_context)
+        except Exception as exc:
+            report("handing a span to another package's provider", exc, internal=False)
         finally:
             _FORWARDING.active = False
 
@@ -106,6 +108,8 @@ class Forward(SpanProcessor):
         _FORWARDING.active = True
         try:
             self.processor.on_end(span)
+        except Exception as exc:
+            report("handing a span to another package's provider", exc, internal=False)
         finally:
             _FORWARDING.active = False
 
