@@ -23,7 +23,7 @@ from typing import Any
 
 from agentscope import attributes as A
 
-_OPENINFERENCE_KIND = "openinference.span.kind"
+OPENINFERENCE_KIND = "openinference.span.kind"
 
 KINDS = ("task", "agent", "llm", "tool", "db", "http", "step", "queue", "backoff")
 
@@ -42,7 +42,7 @@ VALUE_RULES: tuple[tuple[str, Mapping[str, str]], ...] = (
         },
     ),
     (
-        _OPENINFERENCE_KIND,
+        OPENINFERENCE_KIND,
         {
             "LLM": "llm",
             "EMBEDDING": "llm",
@@ -251,7 +251,7 @@ def classify(attributes: Mapping[str, Any], span_kind: str | None = None, name: 
         if value is not None:
             kind = table.get(str(value))
             if kind is not None:
-                if key == _OPENINFERENCE_KIND and kind == "llm" and name and _HELPER_METHOD.fullmatch(name):
+                if key == OPENINFERENCE_KIND and kind == "llm" and name and _HELPER_METHOD.fullmatch(name):
                     return "step"
                 return kind
     for keys, kind in PRESENCE_RULES:
@@ -283,7 +283,7 @@ def kind_sql(value_of: str, keys: str, span_kind: str, name: str) -> str:
             f"WHEN {sql_text(value)} THEN "
             + (
                 f"CASE WHEN {helper} THEN 'step' ELSE 'llm' END"
-                if key == _OPENINFERENCE_KIND and kind == "llm"
+                if key == OPENINFERENCE_KIND and kind == "llm"
                 else sql_text(kind)
             )
             for value, kind in table.items()

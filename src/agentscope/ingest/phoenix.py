@@ -20,12 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import IO, Any
 
-from agentscope.classify import FIRST_TOKEN_EVENTS, first_token_ns
+from agentscope.classify import FIRST_TOKEN_EVENTS, OPENINFERENCE_KIND, first_token_ns
 from agentscope.ingest import otlp
 from agentscope.ingest.records import BadSpan, Record, record
 from agentscope.ingest.runs import dig, first_line, iso_ns, read_export
-
-OPENINFERENCE_KIND = "openinference.span.kind"
 
 OTLP_SPAN_KEYS = frozenset({"trace_id", "span_id", "start_time_unix_nano"})
 """The keys that tell an ``otlpv1`` span (the sniffer's test too)."""

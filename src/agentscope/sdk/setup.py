@@ -201,9 +201,8 @@ def _join_if_refused(provider: Any) -> None:
         STATE.joined_later.append(provider)
         provider.add_span_processor(Beside(STATE.router, STATE.open_spans))
         theirs = getattr(provider, "_active_span_processor", None)  # an SDK provider's processors, as added
-        ours = STATE.global_provider
-        if ours is not None and ours is trace.get_tracer_provider() and isinstance(theirs, SpanProcessor):
-            ours.add_span_processor(Forward(theirs))
+        if STATE.global_provider is not None and isinstance(theirs, SpanProcessor):
+            STATE.global_provider.add_span_processor(Forward(theirs))
 
 
 def _before_fork() -> None:
